@@ -1,0 +1,19 @@
+"""The database edge: pool and transactions, named SQL, migrations, the LISTEN hub."""
+
+from qtg.db.hub import CHANNELS, ListenHub, Wakeup
+from qtg.db.pool import Database, Jsonb, Savepoint, Tx
+from qtg.db.queries import Query, QueryFamily, UnknownQueryError, sql_family
+
+__all__ = [
+    "CHANNELS",
+    "Database",
+    "Jsonb",
+    "ListenHub",
+    "Query",
+    "QueryFamily",
+    "Savepoint",
+    "Tx",
+    "UnknownQueryError",
+    "Wakeup",
+    "sql_family",
+]
