@@ -1,0 +1,140 @@
+"""The provider contract (DESIGN §5): what an Executor and a Signer must do.
+
+Executors and signers are plain objects registered by key; qtg calls them
+from the dispatcher, observer, recovery and health workers. The contract
+that matters for money: `submit` must be idempotent on `idempotency_key`
+(qtg may call `recover` — never `submit` again — after a crash), and its
+exceptions say whether a side effect may have happened:
+
+- `SubmitRejected`: the provider refused before any side effect → FAILED.
+- any other exception: the outcome is unknown → UNKNOWN, and recovery asks
+  `recover()` what really happened.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from qtg.domain.context import ExecutionContext, SignRequest
+
+
+class PreparedAction(msgspec.Struct, frozen=True, kw_only=True):
+    action_type: str
+    payload_format: str  # e.g. "json", "evm_tx_hex"
+    payload: str
+    payload_hash: str  # lowercase hex sha256 of payload
+    needs_signature: bool = False
+    signer_key: str | None = None
+
+
+class SubmitResult(msgspec.Struct, frozen=True, kw_only=True):
+    provider_refs: dict[str, Any] = msgspec.field(default_factory=dict)
+    artifacts: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ObserveStatus(StrEnum):
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+class ObserveResult(msgspec.Struct, frozen=True, kw_only=True):
+    status: ObserveStatus
+    provider_refs: dict[str, Any] = msgspec.field(default_factory=dict)
+    artifacts: dict[str, Any] = msgspec.field(default_factory=dict)
+    retry_after_seconds: float | None = None
+    error_code: str | None = None
+    error_detail: str | None = None
+
+
+class RecoverOutcome(StrEnum):
+    SUBMITTED = "submitted"  # it happened and is still in flight: observe it again
+    COMPLETED = "completed"  # it happened and is final
+    FAILED = "failed"  # it did not happen (or failed for good): safe to retry by hand
+    UNKNOWN = "unknown"  # still cannot tell: leave it for the next pass / an operator
+
+
+class RecoverResult(msgspec.Struct, frozen=True, kw_only=True):
+    outcome: RecoverOutcome
+    provider_refs: dict[str, Any] = msgspec.field(default_factory=dict)
+    artifacts: dict[str, Any] = msgspec.field(default_factory=dict)
+    error_code: str | None = None
+    error_detail: str | None = None
+
+
+class HealthState(StrEnum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    UNHEALTHY = "unhealthy"
+
+
+class HealthReport(msgspec.Struct, frozen=True, kw_only=True):
+    state: HealthState
+    detail: dict[str, Any] = msgspec.field(default_factory=dict)
+    signer_address: str | None = None  # signers only: the address they sign as
+
+
+class ProviderError(Exception):
+    """Base of the errors a provider raises on purpose; `code` lands in error_code."""
+
+    code = "PROVIDER_ERROR"
+
+    def __init__(self, detail: str, *, code: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if code is not None:
+            self.code = code
+
+
+class PreflightError(ProviderError):
+    code = "PREFLIGHT_REJECTED"
+
+
+class SubmitRejected(ProviderError):
+    """Refused before any side effect: the node may be FAILED safely."""
+
+    code = "SUBMIT_REJECTED"
+
+
+class SigningRefused(ProviderError):
+    code = "SIGNING_REFUSED"
+
+
+@runtime_checkable
+class Executor(Protocol):
+    key: str
+    action_types: frozenset[str]
+
+    async def preflight(self, ctx: ExecutionContext) -> None: ...
+
+    async def prepare(self, ctx: ExecutionContext) -> PreparedAction: ...
+
+    async def submit(
+        self,
+        ctx: ExecutionContext,
+        prepared: PreparedAction,
+        signature: str | None,
+        idempotency_key: str,
+    ) -> SubmitResult: ...
+
+    async def observe(self, ctx: ExecutionContext) -> ObserveResult: ...
+
+    async def recover(self, ctx: ExecutionContext) -> RecoverResult: ...
+
+
+@runtime_checkable
+class Signer(Protocol):
+    key: str
+
+    async def sign(self, request: SignRequest) -> str:
+        """Return the signature (lowercase hex); raise SigningRefused if the payload
+        hash is not `request.signing_intent.allowed_payload_hash`."""
+        ...
+
+
+# `health()` is optional on both: `async def health(self) -> HealthReport`.
+# Absent, the executor_health worker keeps health_state = 'unknown'.
