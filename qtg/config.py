@@ -149,6 +149,21 @@ class Settings:
     verify_drift_enabled: bool = setting("MG_VERIFY_DRIFT_ENABLED", False)
     verify_drift_interval_seconds: float = interval("MG_VERIFY_DRIFT_INTERVAL_SECONDS", 21_600.0)
 
+    # ---- providers (DESIGN §5)
+    # Comma list of `qtg.providers` entry-point names to load (or `module:callable`).
+    providers: str = setting("MG_PROVIDERS", "sandbox")
+    # Sandbox provider: simulated latency of every remote call, unless a node's config says.
+    sandbox_latency_ms: int = setting("MG_SANDBOX_LATENCY_MS", 0, minimum=0)
+    # What the sandbox executor's health() reports (to exercise the health worker).
+    sandbox_health: str = setting(
+        "MG_SANDBOX_HEALTH", "healthy", choices=("healthy", "degraded", "unhealthy")
+    )
+    # HMAC key of the sandbox signer. The default is a fixed, public DEVELOPMENT key:
+    # signatures made with it prove nothing outside a sandbox.
+    sandbox_signer_key: str = setting(
+        "MG_SANDBOX_SIGNER_KEY", "qtg-sandbox-dev-key-not-a-secret", secret=True
+    )
+
     # ---- API
     api_host: str = setting("MG_API_HOST", "127.0.0.1")
     api_port: int = setting("MG_API_PORT", 8000, minimum=0)
