@@ -1,0 +1,82 @@
+"""Pure domain rules: no I/O. Re-exports the names other layers use."""
+
+from qtg.domain.context import PROTOCOL_VERSION, ExecutionContext, SigningIntent, SignRequest
+from qtg.domain.derive import NodeView, derive_request_state, has_side_effect
+from qtg.domain.observe_policy import (
+    DEFAULT_OBSERVE_INTERVALS,
+    MAX_BACKOFF_SECONDS,
+    RECOVERY_LANES,
+    observation_timed_out,
+    observe_interval,
+    recovery_arm_size,
+    recovery_lane,
+)
+from qtg.domain.plan import (
+    MANUAL_PREFIX,
+    NODE_KINDS,
+    Plan,
+    PlanError,
+    PlanNode,
+    canonical_json,
+    compile_graph,
+    compiled_plan_hash,
+    graph_hash,
+)
+from qtg.domain.refs import (
+    REF_PREFIX,
+    ConfigRefResolutionError,
+    parse_ref,
+    referenced_nodes,
+    resolve_refs,
+)
+from qtg.domain.states import (
+    IN_FLIGHT_NODE_STATES,
+    NODE_TRANSITIONS,
+    REQUEST_TRANSITIONS,
+    TERMINAL_NODE_STATES,
+    TERMINAL_REQUEST_STATES,
+    NodeState,
+    RequestState,
+    node_transition_allowed,
+    request_transition_allowed,
+)
+
+__all__ = [
+    "DEFAULT_OBSERVE_INTERVALS",
+    "IN_FLIGHT_NODE_STATES",
+    "MANUAL_PREFIX",
+    "MAX_BACKOFF_SECONDS",
+    "NODE_KINDS",
+    "NODE_TRANSITIONS",
+    "PROTOCOL_VERSION",
+    "RECOVERY_LANES",
+    "REF_PREFIX",
+    "REQUEST_TRANSITIONS",
+    "TERMINAL_NODE_STATES",
+    "TERMINAL_REQUEST_STATES",
+    "ConfigRefResolutionError",
+    "ExecutionContext",
+    "NodeState",
+    "NodeView",
+    "Plan",
+    "PlanError",
+    "PlanNode",
+    "RequestState",
+    "SignRequest",
+    "SigningIntent",
+    "canonical_json",
+    "compile_graph",
+    "compiled_plan_hash",
+    "derive_request_state",
+    "graph_hash",
+    "has_side_effect",
+    "node_transition_allowed",
+    "observation_timed_out",
+    "observe_interval",
+    "parse_ref",
+    "recovery_arm_size",
+    "recovery_lane",
+    "referenced_nodes",
+    "request_transition_allowed",
+    "resolve_refs",
+]

@@ -1,0 +1,64 @@
+"""The request state implied by its node states (reference: "derive_request_state() details").
+
+The rules are applied in the reference's priority order; the first that matches wins:
+
+1. every node COMPLETED or SKIPPED                              -> COMPLETED
+2. a FAILED or UNKNOWN node and a completed side-effect node    -> MANUAL_INTERVENTION
+3. a FAILED node (and no completed side effect)                 -> FAILED
+4. a READY `manual_*` node and no node SUBMITTING/SUBMITTED/OBSERVING -> WAITING_MANUAL_ACTION
+5. otherwise                                                    -> None (leave the request as it is)
+
+An UNKNOWN node with no completed side effect derives None on purpose: node_recovery
+resolves it, and only after that is the request's fate known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from qtg.domain.plan import MANUAL_PREFIX
+from qtg.domain.states import NodeState, RequestState
+
+N = NodeState
+_DONE = frozenset({N.COMPLETED, N.SKIPPED})
+_EXECUTING = frozenset({N.SUBMITTING, N.SUBMITTED, N.OBSERVING})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """The few facts about a request node that the derivation needs."""
+
+    node_key: str
+    node_kind: str
+    action_type: str
+    node_state: NodeState
+
+    def __post_init__(self) -> None:
+        # Rows arrive with plain text states; refuse an unknown one rather than mis-derive.
+        object.__setattr__(self, "node_state", NodeState(self.node_state))
+
+
+def has_side_effect(node: NodeView) -> bool:
+    """An action node that COMPLETED: money moved, so a later failure needs a human."""
+    return node.node_kind == "action" and node.node_state == N.COMPLETED
+
+
+def derive_request_state(nodes: Sequence[NodeView]) -> RequestState | None:
+    """The reference's derivation; None means "no change". No nodes derive None."""
+    if not nodes:
+        return None
+    states = {n.node_state for n in nodes}
+    if states <= _DONE:
+        return RequestState.COMPLETED
+    side_effect = any(has_side_effect(n) for n in nodes)
+    if side_effect and (N.FAILED in states or N.UNKNOWN in states):
+        return RequestState.MANUAL_INTERVENTION
+    if N.FAILED in states:
+        return RequestState.FAILED
+    manual_ready = any(
+        n.node_state == N.READY and n.action_type.startswith(MANUAL_PREFIX) for n in nodes
+    )
+    if manual_ready and not (states & _EXECUTING):
+        return RequestState.WAITING_MANUAL_ACTION
+    return None
