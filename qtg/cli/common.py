@@ -1,0 +1,103 @@
+"""What every `qtg` subcommand shares: where the database is, and how errors read.
+
+The database comes from `--database-url`, else MG_DATABASE_URL, else the
+embedded server in MG_EMBEDDED_DATA_DIR, which is started for the command and
+stopped after it (left running if a runtime is using it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from qtg.config import ConfigError, Settings
+from qtg.db.embedded import EmbeddedPostgresError, embedded_database
+from qtg.db.migrate import MigrationError
+
+
+class CommandError(RuntimeError):
+    """A subcommand cannot go on; the message says why (printed as one line)."""
+
+
+#: Errors that end a command with one clear line and exit code 2.
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    MigrationError,
+    EmbeddedPostgresError,
+    CommandError,
+    psycopg.Error,
+    OSError,
+)
+
+
+def add_database_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        metavar="DSN",
+        help="PostgreSQL DSN (default: MG_DATABASE_URL, else the embedded database "
+        "in MG_EMBEDDED_DATA_DIR)",
+    )
+
+
+@contextmanager
+def database_url(args: argparse.Namespace, settings: Settings) -> Iterator[str]:
+    """The DSN the command works on, with the embedded server up while it runs."""
+    explicit = getattr(args, "database_url", None) or settings.database_url
+    if explicit:
+        yield explicit
+        return
+    with embedded_database(Path(settings.embedded_data_dir)) as dsn:
+        yield dsn
+
+
+def describe_dsn(dsn: str) -> str:
+    """`user@host:port/dbname`, for messages: a DSN's password never reaches a terminal."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "<unparseable database URL>"
+    host = params.get("host") or "localhost"
+    port = params.get("port")
+    user = params.get("user")
+    where = f"{host}:{port}" if port else str(host)
+    return f"{user + '@' if user else ''}{where}/{params.get('dbname') or user or ''}"
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def scrub(text: str, *dsns: str | None) -> str:
+    """`text` with the passwords of `dsns`, and anything shaped like a password, masked."""
+    for dsn in dsns:
+        if not dsn:
+            continue
+        try:
+            password = conninfo_to_dict(dsn).get("password")
+        except psycopg.Error:
+            password = None
+        if password:
+            text = text.replace(str(password), "***")
+    text = _URL_PASSWORD.sub(r"\1***@", text)
+    return _KV_PASSWORD.sub(r"\1***", text)
+
+
+def error_line(exc: BaseException, args: argparse.Namespace) -> str:
+    """One line describing `exc`, with no password in it."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = "; ".join(lines[:2]) if lines else type(exc).__name__
+    if isinstance(exc, psycopg.OperationalError):
+        text = f"cannot reach the database: {text}"
+    return scrub(text, getattr(args, "database_url", None), _env_dsn())
+
+
+def _env_dsn() -> str | None:
+    import os
+
+    return os.environ.get("MG_DATABASE_URL")
