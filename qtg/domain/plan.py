@@ -248,7 +248,6 @@ def _compile_node(raw: Any, i: int) -> PlanNode:
     config = _object(raw, "config", at, "CONFIG_NOT_OBJECT")
     _check_json(config, f"{at}.config", top_level=True)
     timeout_policy = _object(raw, "timeout_policy", at, "TIMEOUT_POLICY_NOT_OBJECT")
-    _check_json(timeout_policy, f"{at}.timeout_policy", top_level=False)
     if "observe_seconds" in timeout_policy:
         seconds = timeout_policy["observe_seconds"]
         if (
@@ -262,6 +261,7 @@ def _compile_node(raw: Any, i: int) -> PlanNode:
                 path=f"{at}.timeout_policy.observe_seconds",
                 code="OBSERVE_SECONDS_INVALID",
             )
+    _check_json(timeout_policy, f"{at}.timeout_policy", top_level=False)
     return PlanNode(
         key=key,
         kind=kind,
