@@ -1,0 +1,1 @@
+SELECT * FROM sandbox_submissions WHERE idempotency_key = %(idempotency_key)s

@@ -1,0 +1,1 @@
+SELECT * FROM sandbox_submissions ORDER BY created_at, idempotency_key
