@@ -23,6 +23,7 @@ from qtg.cli.common import EXPECTED_ERRORS, error_line
 #: Subcommand modules under qtg.cli, in the order `qtg --help` lists them.
 COMMANDS: tuple[str, ...] = (
     "migrate",
+    "audit",
 )
 
 

@@ -1,0 +1,2 @@
+DELETE FROM audit_outbox
+WHERE id = ANY(%(ids)s::bigint[])

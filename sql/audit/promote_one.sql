@@ -1,0 +1,10 @@
+-- Copy one outbox row into the append-only log with its chain hashes. The
+-- jsonb detail is copied in SQL, byte for byte, rather than round-tripped
+-- through Python. outbox_id is UNIQUE: a second promotion of the same row fails.
+INSERT INTO audit_events (
+    outbox_id, actor, action, object_type, object_id, detail, occurred_at, prev_hash, row_hash
+)
+SELECT id, actor, action, object_type, object_id, detail, occurred_at,
+       %(prev_hash)s, %(row_hash)s
+FROM audit_outbox
+WHERE id = %(outbox_id)s
