@@ -1,0 +1,227 @@
+"""NOTIFY triggers: the right channel on the right change, on commit only (DESIGN §3).
+
+A raw LISTEN connection watches every channel. To prove that something did
+*not* fire without sleeping, each action is followed by a marker NOTIFY from a
+later transaction: notifications arrive in commit order, so everything the
+action sent has arrived by the time the marker does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+import schema_rows as rows
+from psycopg import sql
+
+from qtg.db import CHANNELS
+
+MARKER = "qtg_test_marker"
+Conn = psycopg.Connection[Any]
+
+
+class Watch:
+    """What the listening connection saw between two markers."""
+
+    def __init__(self, listener: Conn, writer: Conn) -> None:
+        self.listener = listener
+        self.writer = writer
+
+    def _until_marker(self) -> list[tuple[str, str]]:
+        token = uuid.uuid4().hex
+        self.writer.execute("SELECT pg_notify(%s, %s)", (MARKER, token))
+        seen: list[tuple[str, str]] = []
+        for notify in self.listener.notifies(timeout=10):
+            if notify.channel == MARKER and notify.payload == token:
+                return seen
+            if notify.channel != MARKER:
+                seen.append((notify.channel, notify.payload))
+        raise AssertionError(f"marker not received within 10 s; saw {seen}")
+
+    def fired(self, action: Callable[[], Any]) -> list[tuple[str, str]]:
+        """(channel, payload) of every notification `action` caused, in order."""
+        self._until_marker()  # drain whatever earlier steps sent
+        action()
+        return self._until_marker()
+
+    def channels(self, action: Callable[[], Any]) -> set[str]:
+        return {channel for channel, _ in self.fired(action)}
+
+
+@pytest.fixture
+def writer(dsn: str) -> Iterator[Conn]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def watch(dsn: str, writer: Conn) -> Iterator[Watch]:
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        for channel in (*CHANNELS, MARKER):
+            listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        yield Watch(listener, writer)
+
+
+@pytest.fixture
+def plan(writer: Conn) -> rows.Plan:
+    return rows.plan(writer)
+
+
+def test_delivered_on_commit_not_on_rollback(
+    watch: Watch, writer: Conn, plan: rows.Plan
+) -> None:
+    request_id = rows.request(writer, plan)
+    node_id = rows.node(writer, plan, request_id)
+
+    def rolled_back() -> None:
+        with writer.transaction():
+            rows.set_node_state(writer, node_id, "READY")
+            raise psycopg.Rollback()
+
+    assert watch.fired(rolled_back) == []
+
+    def committed() -> None:
+        with writer.transaction():
+            rows.set_node_state(writer, node_id, "READY")
+
+    assert "qtg_dispatch" in watch.channels(committed)
+
+
+def test_node_changes_fire_their_channels(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
+    request_id = rows.request(writer, plan)
+    node_id = rows.node(writer, plan, request_id)
+
+    def to(state: str) -> Callable[[], None]:
+        return lambda: rows.set_node_state(writer, node_id, state)
+
+    def touch(assignment: str) -> Callable[[], None]:
+        statement = sql.SQL("UPDATE movement_request_nodes SET {} WHERE id = %s").format(
+            sql.SQL(assignment)
+        )
+        return lambda: writer.execute(statement, (node_id,))
+
+    assert watch.channels(to("READY")) == {"qtg_dispatch", "qtg_events"}
+    # an update that does not change the state wakes nobody
+    assert watch.channels(touch("artifacts = '{\"a\": 1}'")) == set()
+    assert watch.channels(to("SUBMITTING")) == {"qtg_events"}
+    assert watch.channels(to("SUBMITTED")) == {"qtg_observe", "qtg_events"}
+    # from NULL (due now) to later, or later still: nobody needs waking
+    assert watch.channels(touch("next_observe_at = now() + interval '1 hour'")) == set()
+    assert watch.channels(touch("next_observe_at = now() + interval '2 hours'")) == set()
+    assert watch.channels(touch("next_observe_at = now() + interval '1 minute'")) == {
+        "qtg_observe"
+    }
+    assert watch.channels(touch("next_observe_at = NULL")) == {"qtg_observe"}
+    assert watch.channels(to("OBSERVING")) == {"qtg_events"}  # already observable
+    assert watch.channels(to("UNKNOWN")) == {"qtg_recover", "qtg_events"}
+    assert watch.channels(touch("error_detail = 'still unknown'")) == set()
+    assert watch.channels(to("COMPLETED")) == {"qtg_events"}
+
+
+def test_request_changes_fire_their_channels(
+    watch: Watch, writer: Conn, plan: rows.Plan
+) -> None:
+    created: list[Any] = []
+    assert watch.channels(lambda: created.append(rows.request(writer, plan))) == {"qtg_events"}
+    request_id = created[0]
+
+    def to(state: str) -> Callable[[], None]:
+        return lambda: rows.set_request_state(writer, request_id, state)
+
+    assert watch.channels(to("APPROVED")) == {"qtg_dispatch", "qtg_events"}
+    assert watch.channels(to("EXECUTING")) == {"qtg_dispatch", "qtg_events"}
+    assert watch.channels(
+        lambda: writer.execute(
+            "UPDATE movement_requests SET input_params = '{\"x\": 2}' WHERE id = %s",
+            (request_id,),
+        )
+    ) == set()
+    assert watch.channels(to("MANUAL_INTERVENTION")) == {"qtg_events"}
+    assert watch.channels(to("EXECUTING")) == {"qtg_dispatch", "qtg_events"}
+    assert watch.channels(to("COMPLETED")) == {"qtg_events"}
+
+
+def test_events_carry_their_id(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
+    created: list[Any] = []
+    fired = watch.fired(lambda: created.append(rows.request(writer, plan)))
+    ids = writer.execute(
+        "SELECT id FROM movement_events WHERE request_id = %s", (created[0],)
+    ).fetchall()
+    assert fired == [("qtg_events", str(event_id)) for (event_id,) in ids]
+    assert len(fired) == 1
+
+
+def test_expiry_fires_qtg_expire(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
+    created: list[Any] = []
+    assert watch.channels(
+        lambda: created.append(
+            rows.request(writer, plan, expires_at="2099-01-01T00:00:00Z")
+        )
+    ) == {"qtg_expire", "qtg_events"}
+    moved = watch.channels(
+        lambda: writer.execute(
+            "UPDATE movement_requests SET expires_at = now() WHERE id = %s", (created[0],)
+        )
+    )
+    assert moved == {"qtg_expire"}
+    proposal = (
+        "INSERT INTO template_proposals (template_key, name, graph, proposed_by, expires_at) "
+        "VALUES ('k', 'n', '{}', 'me', %s)"
+    )
+    assert watch.channels(lambda: writer.execute(proposal, ("2099-01-01T00:00:00Z",))) == {
+        "qtg_expire"
+    }
+    assert watch.channels(lambda: writer.execute(proposal, (None,))) == set()
+
+
+def test_callbacks_fire_on_insert_and_requeue(
+    watch: Watch, writer: Conn, plan: rows.Plan
+) -> None:
+    created: list[Any] = []
+    assert watch.channels(
+        lambda: created.append(rows.request(writer, plan, callback_url="http://127.0.0.1:9/h"))
+    ) == {"qtg_callback", "qtg_events"}
+
+    def update(assignment: str) -> Callable[[], None]:
+        statement = sql.SQL("UPDATE movement_callback_outbox SET {} WHERE request_id = %s").format(
+            sql.SQL(assignment)
+        )
+        return lambda: writer.execute(statement, (created[0],))
+
+    # a failed attempt pushed later: the worker's own deadline covers it
+    assert watch.channels(update("attempts = 1, next_attempt_at = now() + interval '2 s'")) == set()
+    assert watch.channels(update("status = 'dlq'")) == set()
+    assert watch.channels(update("status = 'pending'")) == {"qtg_callback"}
+
+
+def test_audit_outbox_insert_fires_qtg_audit(watch: Watch, writer: Conn) -> None:
+    insert = (
+        "INSERT INTO audit_outbox (actor, action, object_type, object_id) "
+        "VALUES ('alice', 'approve', 'movement', 'm1')"
+    )
+    assert watch.fired(lambda: writer.execute(insert)) == [("qtg_audit", "")]
+
+
+def test_notify_off_silences_every_channel(
+    watch: Watch, writer: Conn, plan: rows.Plan
+) -> None:
+    def busy() -> None:
+        request_id = rows.request(
+            writer, plan, callback_url="http://127.0.0.1:9/h", expires_at="2099-01-01T00:00:00Z"
+        )
+        node_id = rows.node(writer, plan, request_id)
+        rows.walk_request_to(writer, request_id, "EXECUTING")
+        for state in ("READY", "OBSERVING", "UNKNOWN"):
+            rows.set_node_state(writer, node_id, state)
+        writer.execute(
+            "INSERT INTO audit_outbox (actor, action, object_type, object_id) "
+            "VALUES ('a', 'b', 'c', 'd')"
+        )
+
+    writer.execute("SET qtg.notify = off")
+    assert watch.fired(busy) == []
+    writer.execute("RESET qtg.notify")
+    assert watch.channels(busy) == set(CHANNELS)
