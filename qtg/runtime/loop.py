@@ -1,0 +1,170 @@
+"""run_loop: the one loop every worker runs (reference: "loop_runner pattern").
+
+The reference's contract, kept exactly:
+
+- `func()` is one pass; it returns how many items it processed;
+- a success resets `consecutive_errors`;
+- between passes the loop waits `interval + uniform(-jitter, jitter)` seconds,
+  at least 0.1 s;
+- `trio.Cancelled` ends the worker (shutdown); any other exception is logged
+  with the worker's name and survived;
+- once `consecutive_errors >= MAX_CONSECUTIVE_ERRORS` (5) the wait becomes
+  `min(2 ** consecutive_errors, MAX_BACKOFF_SECONDS)` (60) seconds;
+- a fresh connection per iteration: a pass opens its own `db.transaction()`,
+  so nothing (no broken connection, no aborted transaction) outlives a pass.
+
+What DESIGN §3 adds (`reactive=True`, the default; `MG_REACTIVE=false` turns
+all of it off, which is the reference's pure polling):
+
+- the wait ends at the earlier of a wake-up on the worker's channel and the
+  fallback interval; the wake-up is cleared *before* each pass, so a notify
+  that arrives during a pass causes exactly one more pass — never a lost
+  wake-up, never one pass per notify;
+- after a pass that processed items the loop goes round again at once
+  (drain), so a backlog is not worked off one item per interval;
+- a deadline-driven worker (`next_due`) sleeps until the earliest due time it
+  knows of when that is sooner than the interval (still at least 0.1 s);
+- during an error backoff wake-ups are ignored, so a failing worker cannot
+  spin on a notify storm.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+import trio
+
+from qtg.db.hub import Wakeup
+from qtg.runtime.heartbeats import Heartbeat, describe_error
+
+log = logging.getLogger("qtg.runtime.loop")
+
+MAX_CONSECUTIVE_ERRORS = 5
+MAX_BACKOFF_SECONDS = 60.0
+MIN_WAIT_SECONDS = 0.1
+
+PassFn = Callable[[], Awaitable[int]]
+NextDueFn = Callable[[], Awaitable[datetime | None]]
+
+
+def backoff_seconds(consecutive_errors: int) -> float | None:
+    """The error backoff after this many consecutive errors, or None below the threshold."""
+    if consecutive_errors < MAX_CONSECUTIVE_ERRORS:
+        return None
+    return min(2.0**consecutive_errors, MAX_BACKOFF_SECONDS)
+
+
+def fallback_wait(interval: float, jitter: float, rng: random.Random) -> float:
+    """The reference's wait: `interval ± jitter`, at least MIN_WAIT_SECONDS."""
+    return max(MIN_WAIT_SECONDS, interval + rng.uniform(-jitter, jitter))
+
+
+def seconds_until(due: datetime, now: datetime | None = None) -> float:
+    return (due - (now or datetime.now(UTC))).total_seconds()
+
+
+async def run_loop(
+    name: str,
+    func: PassFn,
+    interval: float,
+    jitter: float = 0.0,
+    *,
+    wakeup: Wakeup | None = None,
+    next_due: NextDueFn | None = None,
+    reactive: bool = True,
+    heartbeat: Heartbeat | None = None,
+    rng: random.Random | None = None,
+) -> None:
+    """Run `func` forever as worker `name`; returns only by cancellation.
+
+    `func` and `next_due` take no arguments: the registry binds the worker's
+    ServiceContext to them. `heartbeat`, when given, is fed after every pass
+    and flushed by its own task beside the loop.
+    """
+    if heartbeat is None:
+        await _loop(name, func, interval, jitter, wakeup, next_due, reactive, None, rng)
+        return
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(heartbeat.run)
+        try:
+            await _loop(name, func, interval, jitter, wakeup, next_due, reactive, heartbeat, rng)
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def _loop(
+    name: str,
+    func: PassFn,
+    interval: float,
+    jitter: float,
+    wakeup: Wakeup | None,
+    next_due: NextDueFn | None,
+    reactive: bool,
+    heartbeat: Heartbeat | None,
+    rng: random.Random | None,
+) -> None:
+    rng = rng or random.Random()
+    listen = wakeup if reactive else None
+    consecutive_errors = 0
+    while True:
+        if listen is not None:
+            listen.clear()  # before the pass: a notify during it means one more pass
+        due: datetime | None = None
+        try:
+            count = await func()
+            if reactive and count == 0 and next_due is not None:
+                due = await next_due()
+        except Exception as exc:
+            consecutive_errors += 1
+            backoff = backoff_seconds(consecutive_errors)
+            _log_failure(name, exc, consecutive_errors, backoff)
+            if heartbeat is not None:
+                heartbeat.record_failure(exc, consecutive_errors, backoff is not None)
+            if backoff is not None:
+                await trio.sleep(backoff)  # wake-ups ignored on purpose
+            else:
+                await _wait(fallback_wait(interval, jitter, rng), listen)
+            continue
+        if consecutive_errors:
+            log.info(
+                "worker recovered",
+                extra={"worker": name, "after_errors": consecutive_errors},
+            )
+        consecutive_errors = 0
+        if heartbeat is not None:
+            heartbeat.record_success(count)
+        if reactive and count > 0:
+            await trio.lowlevel.checkpoint()  # drain, but let others run
+            continue
+        delay = fallback_wait(interval, jitter, rng)
+        if due is not None:
+            delay = min(delay, max(MIN_WAIT_SECONDS, seconds_until(due)))
+        await _wait(delay, listen)
+
+
+async def _wait(delay: float, wakeup: Wakeup | None) -> None:
+    """Sleep `delay` seconds, or less if `wakeup` is (or becomes) set."""
+    with trio.move_on_after(delay):
+        if wakeup is None:
+            await trio.sleep_forever()
+        else:
+            await wakeup.wait()
+
+
+def _log_failure(name: str, exc: Exception, consecutive_errors: int, backoff: float | None) -> None:
+    extra = {
+        "worker": name,
+        "consecutive_errors": consecutive_errors,
+        "error": describe_error(exc),
+    }
+    if backoff is not None:
+        extra["backoff_s"] = backoff
+    # The traceback once per failure streak; later failures in a row get one line.
+    log.warning(
+        f"worker {name} pass failed" + (f"; backing off {backoff:g} s" if backoff else ""),
+        extra=extra,
+        exc_info=exc if consecutive_errors == 1 else None,
+    )

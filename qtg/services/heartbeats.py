@@ -1,0 +1,86 @@
+"""worker_heartbeats writes: seed at start-up, beats, crash marks (reference "Worker heartbeats").
+
+Each process seeds one row per worker it is about to run, for its network
+class (`MG_NETWORK_CLASS`), so an operator sees in the database which workers
+are expected to be running and which of them stopped beating. The rate of
+beats is bounded by `qtg.runtime.heartbeats.Heartbeat`; this module only
+writes. Every write is its own short transaction, never part of a worker's
+pass, so a heartbeat can neither hold a pass's locks nor roll back with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from qtg.db import Database, sql_family
+from qtg.runtime.heartbeats import Beat
+
+SQL = sql_family("heartbeats", "seed", "beat", "mark_crashed", "list")
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRow:
+    """What a seeded row needs to know about its worker."""
+
+    name: str
+    group: str  # 'core' | 'sidecar'
+    interval_seconds: float
+
+
+async def seed_heartbeats(
+    db: Database, network_class: str, instance_id: str, workers: Sequence[HeartbeatRow]
+) -> None:
+    """Create or re-arm (status `starting`) the rows of the workers this process runs."""
+    if not workers:
+        return
+    await db.execute(
+        SQL.seed,
+        {
+            "network_class": network_class,
+            "instance_id": instance_id,
+            "names": [w.name for w in workers],
+            "groups": [w.group for w in workers],
+            "intervals": [float(w.interval_seconds) for w in workers],
+        },
+    )
+
+
+async def write_beat(
+    db: Database, network_class: str, instance_id: str, worker: HeartbeatRow, beat: Beat
+) -> None:
+    await db.execute(
+        SQL.beat,
+        {
+            "network_class": network_class,
+            "worker_name": worker.name,
+            "worker_group": worker.group,
+            "interval_seconds": float(worker.interval_seconds),
+            "instance_id": instance_id,
+            "status": beat.status,
+            "last_success_at": beat.last_success_at,
+            "iterations": beat.iterations,
+            "items": beat.items,
+            "consecutive_errors": beat.consecutive_errors,
+            "last_error": beat.last_error,
+        },
+    )
+
+
+async def mark_crashed(
+    db: Database, network_class: str, instance_id: str, worker_name: str, error: str
+) -> None:
+    await db.execute(
+        SQL.mark_crashed,
+        {
+            "network_class": network_class,
+            "instance_id": instance_id,
+            "worker_name": worker_name,
+            "last_error": error,
+        },
+    )
+
+
+async def list_heartbeats(db: Database, network_class: str) -> list[dict[str, Any]]:
+    return await db.fetch(SQL.list, {"network_class": network_class})
