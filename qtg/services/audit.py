@@ -1,7 +1,7 @@
 """The audit outbox (reference §9) and its hash-chained log (DESIGN §2, beyond).
 
-A mutation writes its audit fact with `record_audit(tx, …)` in its own
-transaction, so the fact exists exactly when the change does. The
+A mutation writes its audit fact with `qtg.services.auditing.record_audit`
+in its own transaction, so the fact exists exactly when the change does. The
 audit_outbox_promoter (`promote_audit_outbox`) then moves facts into
 `audit_events`, oldest outbox id first, chaining each row to the previous one
 (qtg/domain/audit_chain.py).
@@ -22,11 +22,9 @@ interleave prev_hash values.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from qtg.db import Database, Jsonb, Tx, sql_family
+from qtg.db import Database, sql_family
 from qtg.domain import audit_chain
 from qtg.services.context import ServiceContext
 
@@ -38,7 +36,6 @@ SQL = sql_family(
     "promote_one",
     "delete_promoted",
     "chain_page",
-    "record",
 )
 
 #: Outbox rows promoted per pass; the runtime goes round again at once after a
@@ -46,30 +43,6 @@ SQL = sql_family(
 PROMOTE_BATCH_SIZE = 500
 #: audit_events rows read per verification page (bounded memory on any size of log).
 VERIFY_PAGE_SIZE = 1000
-
-
-async def record_audit(
-    tx: Tx,
-    *,
-    actor: str,
-    action: str,
-    object_type: str,
-    object_id: str,
-    detail: Mapping[str, Any] | None = None,
-) -> int:
-    """Write one audit fact in the caller's transaction; return its outbox id."""
-    return int(
-        await tx.fetchval(
-            SQL.record,
-            {
-                "actor": actor,
-                "action": action,
-                "object_type": object_type,
-                "object_id": str(object_id),
-                "detail": Jsonb(dict(detail or {})),
-            },
-        )
-    )
 
 
 async def promote_pending(db: Database, *, limit: int = PROMOTE_BATCH_SIZE) -> int:

@@ -13,12 +13,8 @@ import trio
 
 from qtg.db import Database, Query
 from qtg.domain import audit_chain
-from qtg.services.audit import (
-    SQL,
-    promote_pending,
-    record_audit,
-    verify_audit_chain,
-)
+from qtg.services.audit import SQL, promote_pending, verify_audit_chain
+from qtg.services.auditing import record_audit
 
 EVENTS = Query(
     "test/audit_events",
