@@ -49,7 +49,7 @@ NODE_TRANSITIONS: frozenset[tuple[NodeState, NodeState]] = frozenset(
         (N.READY, N.SKIPPED),
         (N.SUBMITTING, N.SUBMITTED),
         (N.SUBMITTING, N.COMPLETED),  # recovered: it happened and is final
-        (N.SUBMITTING, N.FAILED),  # submit refused before any side effect, or recovered: never happened
+        (N.SUBMITTING, N.FAILED),  # refused before any side effect, or recovered: never happened
         (N.SUBMITTING, N.UNKNOWN),  # submit outcome cannot be determined
         (N.SUBMITTED, N.OBSERVING),
         (N.SUBMITTED, N.COMPLETED),

@@ -1,0 +1,166 @@
+"""Moving a request forward: the state changes shared by dispatch, observe,
+recover and the human operations.
+
+Everything here runs inside the caller's transaction, on a `Snapshot` of the
+request and its nodes loaded (and locked by the caller's claim) at the start.
+Each change is written to the database and mirrored into the snapshot, so
+the next rule (derive_request_state, the frontier) sees the new state without
+reloading. Events and callback rows are written by triggers on the same
+UPDATEs (migrations/0002_triggers.sql).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from qtg.db import Jsonb, Tx, sql_family
+from qtg.domain.derive import NodeView, derive_request_state
+from qtg.domain.execution import frontier_keys, releasable_successors
+from qtg.domain.states import NodeState, RequestState, request_transition_allowed
+
+SQL = sql_family(
+    "progress",
+    "load_request",
+    "load_nodes",
+    "load_plan_edges",
+    "set_request_state",
+    "set_frontier",
+    "release_nodes",
+    "set_node_error",
+    "complete_node",
+)
+
+N, R = NodeState, RequestState
+
+
+@dataclass(slots=True)
+class Snapshot:
+    request: dict[str, Any]
+    nodes: list[dict[str, Any]]
+
+    def node(self, key: str) -> dict[str, Any]:
+        for node in self.nodes:
+            if node["node_key"] == key:
+                return node
+        raise KeyError(f"request {self.request['id']} has no node {key!r}")
+
+    def node_by_id(self, node_id: object) -> dict[str, Any]:
+        for node in self.nodes:
+            if node["id"] == node_id:
+                return node
+        raise KeyError(f"request {self.request['id']} has no node {node_id}")
+
+
+async def load_snapshot(tx: Tx, request_id: object) -> Snapshot:
+    request = await tx.fetchrow(SQL.load_request, {"request_id": request_id})
+    if request is None:
+        raise LookupError(f"movement request {request_id} not found")
+    nodes = await tx.fetch(SQL.load_nodes, {"request_id": request_id})
+    return Snapshot(request, nodes)
+
+
+async def load_plan_edges(tx: Tx, template_version_id: object) -> list[dict[str, Any]]:
+    return await tx.fetch(SQL.load_plan_edges, {"template_version_id": template_version_id})
+
+
+async def set_request_state(tx: Tx, snap: Snapshot, state: RequestState) -> None:
+    if snap.request["request_state"] == state:
+        return
+    await tx.execute(
+        SQL.set_request_state, {"request_id": snap.request["id"], "request_state": state}
+    )
+    snap.request["request_state"] = state
+
+
+async def settle_request_state(tx: Tx, snap: Snapshot) -> RequestState | None:
+    """The reference's apply_request_state_from_nodes(): derive, then move if allowed.
+
+    derive_request_state() returning None means "no change", with one
+    exception: a request WAITING_MANUAL_ACTION whose manual node is done goes
+    back to EXECUTING. A derived state that is not an allowed move from the
+    current one (e.g. FAILED while MANUAL_INTERVENTION) is left alone: the
+    current state is the more cautious one.
+    """
+    current = RequestState(snap.request["request_state"])
+    derived = derive_request_state(
+        [
+            NodeView(n["node_key"], n["node_kind"], n["action_type"], n["node_state"])
+            for n in snap.nodes
+        ]
+    )
+    if derived is None and current == R.WAITING_MANUAL_ACTION:
+        derived = R.EXECUTING
+    if derived is None or derived == current or not request_transition_allowed(current, derived):
+        return None
+    await set_request_state(tx, snap, derived)
+    return derived
+
+
+async def refresh_frontier(tx: Tx, snap: Snapshot) -> None:
+    frontier = frontier_keys(snap.nodes)
+    if list(snap.request["current_frontier"]) != frontier:
+        await tx.execute(SQL.set_frontier, {"request_id": snap.request["id"], "frontier": frontier})
+        snap.request["current_frontier"] = frontier
+
+
+async def node_finished_badly(
+    tx: Tx,
+    snap: Snapshot,
+    node: dict[str, Any],
+    state: NodeState,
+    error_code: str,
+    error_detail: str | None = None,
+) -> None:
+    """A node ends FAILED or UNKNOWN; the request state follows from the nodes."""
+    assert state in (N.FAILED, N.UNKNOWN)
+    await tx.execute(
+        SQL.set_node_error,
+        {
+            "node_id": node["id"],
+            "node_state": state,
+            "error_code": error_code,
+            "error_detail": (error_detail or "")[:2000] or None,
+        },
+    )
+    node["node_state"] = state
+    node["error_code"] = error_code
+    await refresh_frontier(tx, snap)
+    await settle_request_state(tx, snap)
+
+
+async def complete_node(
+    tx: Tx,
+    snap: Snapshot,
+    node: dict[str, Any],
+    provider_refs: Mapping[str, Any] | None = None,
+    artifacts: Mapping[str, Any] | None = None,
+) -> None:
+    await tx.execute(
+        SQL.complete_node,
+        {
+            "node_id": node["id"],
+            "provider_refs": Jsonb(dict(provider_refs or {})),
+            "artifacts": Jsonb(dict(artifacts or {})),
+        },
+    )
+    node["node_state"] = N.COMPLETED
+    node["provider_refs"] = {**node["provider_refs"], **(provider_refs or {})}
+    node["artifacts"] = {**node["artifacts"], **(artifacts or {})}
+    await advance_after_completion(tx, snap, node)
+
+
+async def advance_after_completion(tx: Tx, snap: Snapshot, completed: dict[str, Any]) -> None:
+    """The reference's advance_after_completion(): release successors, move the
+    frontier (the trigger writes frontier_advanced and its callback), then let
+    the request state follow (COMPLETED after the last node)."""
+    released = releasable_successors(completed["node_key"], snap.nodes)
+    if released:
+        await tx.execute(
+            SQL.release_nodes, {"request_id": snap.request["id"], "node_keys": released}
+        )
+        for key in released:
+            snap.node(key)["node_state"] = N.READY
+    await refresh_frontier(tx, snap)
+    await settle_request_state(tx, snap)

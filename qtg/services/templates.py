@@ -1,0 +1,162 @@
+"""Templates and their versions: the plans movements are created from.
+
+A template is a named DAG; each change is a new version (the previous ACTIVE
+one is RETIRED), so a movement always points at the exact plan it was
+approved against, and plan-hash drift can be detected at dispatch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from qtg.db import Database, Jsonb, Tx, sql_family
+from qtg.domain.plan import compile_graph
+from qtg.services.auditing import record_audit
+from qtg.services.errors import InvalidInput, NotFound
+
+SQL = sql_family(
+    "templates",
+    "upsert_template",
+    "next_version",
+    "retire_active",
+    "insert_version",
+    "insert_plan_nodes",
+    "insert_plan_edges",
+    "get_template",
+    "list_templates",
+)
+
+_TEMPLATE_KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
+
+
+def _check_header(template_key: Any, name: Any, risk_controls: Any) -> None:
+    if not isinstance(template_key, str) or not _TEMPLATE_KEY.match(template_key):
+        raise InvalidInput(
+            "template_key must be 1-128 characters of a-z, 0-9, '_', '.', '-', starting "
+            "with a letter or digit",
+            detail={"field": "template_key"},
+        )
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput("name must be a non-empty string", detail={"field": "name"})
+    if not isinstance(risk_controls, Mapping):
+        raise InvalidInput("risk_controls must be an object", detail={"field": "risk_controls"})
+
+
+async def create_template_version_in(
+    tx: Tx,
+    *,
+    template_key: str,
+    name: str,
+    description: str = "",
+    graph: Any,
+    risk_controls: Mapping[str, Any] | None = None,
+    actor: str,
+) -> dict[str, Any]:
+    """Create the template if needed and add a new ACTIVE version, in `tx`.
+
+    Raises PlanError (naming the node or edge at fault) for an invalid graph
+    and InvalidInput for a bad key, name or risk_controls.
+    """
+    risk_controls = {} if risk_controls is None else risk_controls
+    _check_header(template_key, name, risk_controls)
+    plan = compile_graph(graph)
+    template = await tx.fetchrow(
+        SQL.upsert_template,
+        {"template_key": template_key, "name": name, "description": description or ""},
+    )
+    assert template is not None
+    version = await tx.fetchval(SQL.next_version, {"template_id": template["id"]})
+    await tx.execute(SQL.retire_active, {"template_id": template["id"]})
+    version_id = await tx.fetchval(
+        SQL.insert_version,
+        {
+            "template_id": template["id"],
+            "version": version,
+            "graph": Jsonb(graph),
+            "graph_hash": plan.graph_hash,
+            "risk_controls": Jsonb(dict(risk_controls)),
+            "created_by": actor,
+        },
+    )
+    await tx.execute(
+        SQL.insert_plan_nodes,
+        {
+            "template_version_id": version_id,
+            "nodes": Jsonb(
+                [
+                    {
+                        "key": n.key,
+                        "kind": n.kind,
+                        "action_type": n.action_type,
+                        "executor_key": n.executor_key,
+                        "config": n.config,
+                        "timeout_policy": n.timeout_policy,
+                        "position": n.position,
+                    }
+                    for n in plan.nodes
+                ]
+            ),
+        },
+    )
+    if plan.edges:
+        await tx.execute(
+            SQL.insert_plan_edges,
+            {
+                "template_version_id": version_id,
+                "edges": Jsonb([{"from_key": a, "to_key": b} for a, b in plan.edges]),
+            },
+        )
+    result = {
+        "template_key": template_key,
+        "template_id": template["id"],
+        "version": version,
+        "template_version_id": version_id,
+        "graph_hash": plan.graph_hash,
+        "created": template["created"],
+    }
+    await record_audit(
+        tx,
+        actor=actor,
+        action="template.version_created",
+        object_type="template",
+        object_id=template_key,
+        detail={"version": version, "graph_hash": plan.graph_hash},
+    )
+    return result
+
+
+async def create_template(
+    db: Database,
+    *,
+    template_key: str,
+    name: str,
+    description: str = "",
+    graph: Any,
+    risk_controls: Mapping[str, Any] | None = None,
+    actor: str,
+) -> dict[str, Any]:
+    async with db.transaction() as tx:
+        return await create_template_version_in(
+            tx,
+            template_key=template_key,
+            name=name,
+            description=description,
+            graph=graph,
+            risk_controls=risk_controls,
+            actor=actor,
+        )
+
+
+async def get_template(db: Database, template_key: str) -> dict[str, Any]:
+    row = await db.fetchrow(SQL.get_template, {"template_key": template_key})
+    if row is None:
+        raise NotFound(
+            f"template {template_key!r} not found", detail={"template_key": template_key}
+        )
+    return row
+
+
+async def list_templates(db: Database) -> list[dict[str, Any]]:
+    return await db.fetch(SQL.list_templates)

@@ -1,0 +1,12 @@
+-- Reference §1, step 2: the per-candidate joined claim, run under a miss-only
+-- savepoint by the caller (a miss rolls the savepoint back, releasing any
+-- partial lock PostgreSQL took on the node before skipping the request).
+SELECT movement_request_nodes.id, movement_request_nodes.request_id,
+       movement_requests.request_state
+FROM movement_request_nodes
+JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id
+WHERE movement_request_nodes.id = %(candidate_id)s
+  AND movement_request_nodes.node_state = 'READY'
+  AND movement_request_nodes.node_kind <> 'manual'
+  AND movement_requests.request_state IN ('APPROVED', 'EXECUTING')
+FOR UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED

@@ -1,0 +1,12 @@
+-- DESIGN §4, the write-ahead step: committed before the executor's submit is
+-- called, so a crash can never lead to a blind second submit.
+UPDATE movement_request_nodes
+SET node_state = 'SUBMITTING',
+    attempt_no = %(attempt_no)s,
+    idempotency_key = %(idempotency_key)s,
+    prepared_action = %(prepared_action)s,
+    started_at = coalesce(started_at, now()),
+    error_code = NULL,
+    error_detail = NULL
+WHERE id = %(node_id)s
+  AND node_state = 'READY'

@@ -1,0 +1,11 @@
+-- Reference §2, phase 2: per-node claim of node and request, still filtered on
+-- the due predicate so a node another worker already advanced is not re-claimed.
+SELECT movement_request_nodes.id, movement_request_nodes.request_id
+FROM movement_request_nodes
+JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id
+WHERE movement_request_nodes.id = %(node_id)s
+  AND movement_request_nodes.node_state IN ('SUBMITTED', 'OBSERVING')
+  AND movement_requests.request_state = 'EXECUTING'
+  AND (movement_request_nodes.next_observe_at IS NULL
+       OR movement_request_nodes.next_observe_at <= now())
+FOR UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED

@@ -1,0 +1,9 @@
+-- Still in flight: observe again after the interval (reference "Observation interval control").
+UPDATE movement_request_nodes
+SET node_state = 'OBSERVING',
+    observe_count = observe_count + 1,
+    next_observe_at = now() + make_interval(secs => %(interval_seconds)s),
+    error_detail = %(error_detail)s,
+    provider_refs = provider_refs || %(provider_refs)s,
+    artifacts = artifacts || %(artifacts)s
+WHERE id = %(node_id)s

@@ -1,0 +1,16 @@
+-- Every node of a request with what execution needs of its plan node and its
+-- place in the DAG (direct predecessors and successors), in plan order.
+SELECT n.id, n.node_key, n.node_kind, n.action_type, n.node_state, n.attempt_no,
+       n.idempotency_key, n.started_at, n.next_observe_at, n.observe_count,
+       n.provider_refs, n.artifacts, n.error_code,
+       p.id AS plan_node_id, p.executor_key, p.config, p.timeout_policy, p.position,
+       coalesce((SELECT array_agg(f.node_key ORDER BY f.position)
+                 FROM plan_edges e JOIN plan_nodes f ON f.id = e.from_node_id
+                 WHERE e.to_node_id = p.id), '{}') AS predecessor_keys,
+       coalesce((SELECT array_agg(t.node_key ORDER BY t.position)
+                 FROM plan_edges e JOIN plan_nodes t ON t.id = e.to_node_id
+                 WHERE e.from_node_id = p.id), '{}') AS successor_keys
+FROM movement_request_nodes n
+JOIN plan_nodes p ON p.id = n.plan_node_id
+WHERE n.request_id = %(request_id)s
+ORDER BY p.position

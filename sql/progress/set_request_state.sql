@@ -1,0 +1,3 @@
+UPDATE movement_requests
+SET request_state = %(request_state)s
+WHERE id = %(request_id)s

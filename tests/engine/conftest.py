@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+import pytest
+
+from qtg.config import Settings
+from qtg.db import Database
+from qtg.providers.registry import build_registry
+from qtg.services.context import ServiceContext
+
+
+@pytest.fixture
+def settings(dsn: str) -> Settings:
+    return Settings.from_env({}).replace(database_url=dsn)
+
+
+@pytest.fixture
+async def svc(db: Database, settings: Settings) -> ServiceContext:
+    return ServiceContext(db, settings, build_registry(settings, db))

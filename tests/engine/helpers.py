@@ -1,0 +1,102 @@
+"""Driving movements through the engine's passes, the way the runtime would, but by hand."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import trio
+
+from qtg.db import Query
+from qtg.services.context import ServiceContext
+from qtg.services.dispatch import dispatch_ready_nodes
+from qtg.services.movements import approve_movement, create_movement, get_movement
+from qtg.services.observe import next_observe_due, observe_active_nodes
+from qtg.services.recover import recover_unknown_nodes
+from qtg.services.templates import create_template
+
+# Test-only reads and pokes. The engine's own SQL lives in sql/.
+Q = {
+    name: Query(f"tests/{name}", text)
+    for name, text in {
+        "submissions": "SELECT request_node_id, attempt_no, duplicate_submits FROM sandbox_submissions",
+        "events": "SELECT * FROM movement_events WHERE request_id = %(rid)s ORDER BY id",
+        "callbacks": "SELECT * FROM movement_callback_outbox WHERE request_id = %(rid)s ORDER BY id",
+        "audit": "SELECT * FROM audit_outbox WHERE object_id = %(oid)s ORDER BY id",
+        "node": "SELECT * FROM movement_request_nodes WHERE request_id = %(rid)s AND node_key = %(key)s",
+        "request": "SELECT * FROM movement_requests WHERE id = %(rid)s",
+    }.items()
+}
+
+STOP_STATES = frozenset(
+    {"COMPLETED", "FAILED", "MANUAL_INTERVENTION", "WAITING_MANUAL_ACTION", "CANCELLED"}
+)
+
+
+def node(key: str, action_type: str, kind: str = "action", **config: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": key, "kind": kind, "action_type": action_type}
+    if config:
+        out["config"] = config
+    return out
+
+
+async def template(svc: ServiceContext, key: str, nodes: list, edges: list, **kw: Any) -> dict:
+    return await create_template(
+        svc.db, template_key=key, name=key, graph={"nodes": nodes, "edges": edges}, actor="admin", **kw
+    )
+
+
+async def movement(
+    svc: ServiceContext,
+    template_key: str,
+    *,
+    amount: str = "100.00",
+    creator: str = "alice",
+    approver: str | None = "bob",
+    callback_url: str | None = None,
+    key: str | None = None,
+) -> dict[str, Any]:
+    created, _ = await create_movement(
+        svc.db,
+        svc.settings,
+        template_key=template_key,
+        intent={"asset": "USDC", "amount": amount, "destination": "0xabc"},
+        input_params={"chain_family": "evm"},
+        idempotency_key=key or f"{template_key}-{trio.current_time()}-{id(object())}",
+        callback_url=callback_url,
+        actor=creator,
+    )
+    if approver is None:
+        return created
+    return await approve_movement(svc.db, created["id"], actor=approver)
+
+
+async def drive(
+    svc: ServiceContext, request_id: Any, *, stop: frozenset[str] = STOP_STATES, timeout: float = 20
+) -> dict[str, Any]:
+    """Run dispatch, observe and recover passes until the request reaches a stop state.
+
+    When nothing is due, wait exactly until the next observation is due (the
+    condition), bounded by `timeout`.
+    """
+    with trio.fail_after(timeout):
+        while True:
+            worked = 0
+            while n := await dispatch_ready_nodes(svc):
+                worked += n
+            worked += await observe_active_nodes(svc)
+            worked += await recover_unknown_nodes(svc)
+            current = await get_movement(svc.db, request_id)
+            if current["request_state"] in stop and not worked:
+                return current
+            if not worked:
+                due = await next_observe_due(svc)
+                if due is None:
+                    return current
+                wait = (due - datetime.now(UTC)).total_seconds()
+                await trio.sleep(max(0.0, min(wait, 1.0)) if math.isfinite(wait) else 0)
+
+
+def states(m: dict[str, Any]) -> dict[str, str]:
+    return {n["node_key"]: n["node_state"] for n in m["nodes"]}
