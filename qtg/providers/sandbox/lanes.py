@@ -23,9 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from qtg.domain.context import ExecutionContext
+from qtg.domain.plan import canonical_json
 
 SIGNER_KEY = "sandbox"
 
@@ -82,9 +81,8 @@ SIDE_EFFECT_ACTION_TYPES: frozenset[str] = frozenset(t for t, ln in LANES.items(
 OBSERVE_ACTION_TYPES: frozenset[str] = ACTION_TYPES - SIDE_EFFECT_ACTION_TYPES
 
 
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace: the same value always gives the same text."""
-    return msgspec.json.encode(value, order="sorted").decode()
+def _json(value: Any) -> str:
+    return canonical_json(value).decode()
 
 
 def sha256_hex(text: str) -> str:
@@ -105,7 +103,7 @@ def build_payload(lane: Lane, ctx: ExecutionContext) -> tuple[str, str]:
     }
     call = {"action_type": lane.action_type, "intent": ctx.intent, "node_config": ctx.node_config}
     if not lane.needs_signature:
-        return "json", canonical_json({**call, "qtg": ids})
+        return "json", _json({**call, "qtg": ids})
     # Shaped like an EVM transaction; `to` is a stand-in contract per lane and `data`
     # commits to the call, which is also carried in clear for inspection.
     tx = {
@@ -118,11 +116,11 @@ def build_payload(lane: Lane, ctx: ExecutionContext) -> tuple[str, str]:
         ),
         "to": "0x" + sha256_hex(f"sandbox-contract|{lane.action_type}")[-40:],
         "value": "0",
-        "data": "0x" + sha256_hex(canonical_json(call)),
+        "data": "0x" + sha256_hex(_json(call)),
         "call": call,
         "qtg": ids,
     }
-    return "evm_tx_json", canonical_json(tx)
+    return "evm_tx_json", _json(tx)
 
 
 # ------------------------------------------------------------ refs, artifacts
