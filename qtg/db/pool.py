@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import msgspec
@@ -145,10 +145,8 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
     if conn.closed:
         return
-    try:
+    with suppress(psycopg.Error):  # a broken connection is discarded by the pool on putconn
         conn.rollback()
-    except psycopg.Error:
-        pass  # a broken connection is discarded by the pool on putconn
 
 
 class Tx:
