@@ -1,0 +1,5 @@
+-- When the expiration checker next has work: the earliest approval deadline.
+SELECT min(expires_at) AS due
+FROM movement_requests
+WHERE request_state = 'PENDING_APPROVAL'
+  AND expires_at IS NOT NULL
