@@ -111,8 +111,10 @@ class JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         ts = datetime.fromtimestamp(record.created, UTC).strftime("%H:%M:%S.%f")[:-3]
-        line = f"{ts} {record.levelname:<7} {record.name}: {record.getMessage()}"
-        extras = _extras(record)
+        message = record.getMessage()
+        line = f"{ts} {record.levelname:<7} {record.name}: {message}"
+        # For a human, extras the message already says are noise.
+        extras = {k: v for k, v in _extras(record).items() if str(v) not in message}
         if extras:
             line += " " + " ".join(f"{k}={v}" for k, v in extras.items())
         if record.exc_text:

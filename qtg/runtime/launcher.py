@@ -1,0 +1,466 @@
+"""`bin/qtg-runtime`: settings → database → migrations → providers → workers, one trio.run.
+
+Start-up, in order, each step failing with one clear line:
+1. Settings from the environment; a bad value exits 2 naming the variable.
+2. The database. `MG_DATABASE_URL` unset means the embedded PostgreSQL in
+   `MG_EMBEDDED_DATA_DIR` (database `qtg`), always migrated. An external
+   database is migrated only with `--migrate` or `MG_MIGRATE_ON_START=true`;
+   otherwise the runtime refuses to start while migrations are pending or an
+   applied file was edited, naming the file.
+3. The pool (`Database`) and the LISTEN hub (`MG_LISTEN_DATABASE_URL`, else
+   the same DSN: pgbouncer in transaction mode cannot carry LISTEN).
+4. Providers (`qtg.providers.registry.build_registry`).
+5. Workers, when `MG_WORKERS_ENABLED`: resolved by the registry (the set is
+   logged, with the reason for every skipped worker), imported, heartbeat
+   rows seeded, then supervised in core/sidecar groups.
+6. Extra services (`extra_services`, the API server's slot) in the same nursery.
+Then one `qtg runtime ready` line.
+
+Every exit path stops cleanly — normal end, SIGINT/SIGTERM (turned into a
+cancellation by `trio.open_signal_receiver`, exit 0), a core worker failure
+(exit 1), a start-up error (exit 1), an unexpected exception (exit 1): the
+nursery unwinds, transactions roll back, the pool closes and the embedded
+PostgreSQL is stopped in a `finally`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from qtg.config import ConfigError, Settings
+from qtg.db import Database, ListenHub
+from qtg.db.migrate import MigrationError, check, migrate
+from qtg.runtime.heartbeats import Heartbeat, describe_error
+from qtg.runtime.logs import configure_logging, dsn_secrets
+from qtg.runtime.loop import run_loop
+from qtg.runtime.registry import (
+    WORKERS,
+    LoadedWorker,
+    ResolvedWorker,
+    WorkerLoadError,
+    WorkerSpec,
+    load,
+    resolve_workers,
+    running,
+    skipped_with_warning,
+    validate,
+)
+from qtg.runtime.supervision import CoreWorkerFailed, WorkerFn, run_worker_groups
+from qtg.services import heartbeats as heartbeat_rows
+from qtg.services.context import ServiceContext
+
+log = logging.getLogger("qtg.runtime")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+#: How long the LISTEN connection may take to open at start-up.
+HUB_START_TIMEOUT_SECONDS = 30.0
+
+
+class StartupError(RuntimeError):
+    """The runtime cannot start; the message says why (one line, no secrets)."""
+
+
+# ------------------------------------------------------------------ arguments
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command-line flag of the runtime, in one place.
+
+    The API server adds `--api-only` / `--workers-only` here.
+    """
+    parser = argparse.ArgumentParser(
+        prog="qtg-runtime",
+        description="Run qtg's workers (and services) against PostgreSQL. "
+        "Configuration comes from MG_* environment variables.",
+    )
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="apply pending migrations to an external database (MG_DATABASE_URL) at start-up; "
+        "the embedded database is always migrated",
+    )
+    parser.add_argument(
+        "--seed-demo",
+        action="store_true",
+        help="register the demo templates on the sandbox provider at start-up (idempotent)",
+    )
+    return parser
+
+
+# ------------------------------------------------------------------ the runtime
+
+
+@dataclass
+class Runtime:
+    """What the runtime's services share; handed to every extra service."""
+
+    settings: Settings
+    args: argparse.Namespace
+    db: Database
+    hub: ListenHub
+    providers: Any
+    ctx: ServiceContext
+    instance_id: str
+    workers: list[ResolvedWorker] = dataclasses.field(default_factory=list)
+
+
+#: An extra service runs in the runtime's nursery beside the workers:
+#: `async def serve(runtime, task_status)` calls `task_status.started()` once
+#: it is ready (so the readiness line is true), then runs until cancelled.
+ExtraService = Callable[..., Awaitable[None]]
+ProvidersFactory = Callable[[Settings, Database], Any]
+WorkerFactory = Callable[[LoadedWorker, Runtime], WorkerFn]
+
+
+def extra_services(runtime: Runtime) -> list[tuple[str, ExtraService]]:
+    """The services started beside the workers. Extension point: the API server goes here."""
+    return []
+
+
+def default_providers(settings: Settings, db: Database) -> Any:
+    from qtg.providers.registry import build_registry
+
+    return build_registry(settings, db)
+
+
+def build_worker(worker: LoadedWorker, runtime: Runtime) -> WorkerFn:
+    """One worker: its service bound to the context, in run_loop, with wake-up and heartbeat."""
+    resolved, spec, settings = worker.resolved, worker.resolved.spec, runtime.settings
+    assert resolved.interval is not None
+    wakeup = (
+        runtime.hub.subscribe(spec.channel) if spec.channel is not None and settings.reactive
+        else None
+    )
+    row = heartbeat_rows.HeartbeatRow(resolved.name, resolved.group, resolved.interval)
+    heartbeat = Heartbeat(
+        resolved.name,
+        functools.partial(
+            heartbeat_rows.write_beat,
+            runtime.db,
+            settings.network_class,
+            runtime.instance_id,
+            row,
+        ),
+        min_interval=settings.heartbeat_min_interval_seconds,
+    )
+    next_due = (
+        functools.partial(worker.next_due, runtime.ctx) if worker.next_due is not None else None
+    )
+    return functools.partial(
+        run_loop,
+        resolved.name,
+        functools.partial(worker.service, runtime.ctx),
+        resolved.interval,
+        resolved.jitter,
+        wakeup=wakeup,
+        next_due=next_due,
+        reactive=settings.reactive,
+        heartbeat=heartbeat,
+    )
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    specs: Sequence[WorkerSpec] = WORKERS,
+    providers_factory: ProvidersFactory = default_providers,
+    worker_factory: WorkerFactory = build_worker,
+) -> int:
+    """Run the runtime; return the process exit code.
+
+    The keyword arguments exist for tests and embedding: a test runs this
+    exact start-up and shutdown with its own workers.
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"qtg-runtime: {exc}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    configure_logging(settings.log_level, settings.log_format, secrets=_secrets(settings))
+    try:
+        return trio.run(
+            functools.partial(
+                serve,
+                settings,
+                args,
+                specs=specs,
+                providers_factory=providers_factory,
+                worker_factory=worker_factory,
+            )
+        )
+    except KeyboardInterrupt:  # a Ctrl-C before the signal receiver was installed
+        return EXIT_OK
+
+
+def _secrets(settings: Settings) -> list[str]:
+    values = [
+        str(getattr(settings, f.name))
+        for f in dataclasses.fields(settings)
+        if f.metadata.get("secret") and getattr(settings, f.name)
+    ]
+    return values + dsn_secrets(settings.database_url, settings.listen_database_url)
+
+
+async def serve(
+    settings: Settings,
+    args: argparse.Namespace,
+    *,
+    specs: Sequence[WorkerSpec] = WORKERS,
+    providers_factory: ProvidersFactory = default_providers,
+    worker_factory: WorkerFactory = build_worker,
+) -> int:
+    """The whole life of the runtime inside one trio.run; returns the exit code."""
+    embedded = None
+    db: Database | None = None
+    code = EXIT_OK
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope)
+                dsn, embedded = await _database(settings, args)
+                db = Database(
+                    dsn,
+                    min_size=settings.db_pool_min_size,
+                    max_size=settings.db_pool_max_size,
+                    statement_timeout_ms=settings.statement_timeout_ms,
+                    callback_max_attempts=settings.callback_max_attempts,
+                    application_name="qtg-runtime",
+                )
+                await _open(db)
+                await _run(settings, args, dsn, db, nursery, specs, providers_factory,
+                           worker_factory, embedded=embedded is not None)
+        except Exception as exc:  # an ExceptionGroup from the nursery, or a plain error
+            code = _exit_code(exc)
+        finally:
+            with trio.CancelScope(shield=True):
+                if db is not None:
+                    await db.close()
+                if embedded is not None:
+                    await trio.to_thread.run_sync(embedded.stop)
+                    log.info("embedded PostgreSQL stopped")
+    log.info("qtg runtime stopped", extra={"exit_code": code})
+    return code
+
+
+def _exit_code(exc: BaseException) -> int:
+    """Log why the runtime ends (one line) and return the exit code."""
+    leaf = _leaf(exc)
+    if isinstance(leaf, CoreWorkerFailed):
+        log.error(str(leaf), extra={"worker": leaf.worker, "error": describe_error(leaf.error)})
+        return EXIT_FAILURE
+    if isinstance(leaf, (StartupError, MigrationError, WorkerLoadError)):
+        log.error(f"qtg runtime cannot start: {leaf}")
+        return EXIT_FAILURE
+    if isinstance(leaf, ConfigError):
+        log.error(f"qtg runtime cannot start: {leaf}")
+        return EXIT_CONFIG
+    log.error(f"qtg runtime failed: {describe_error(leaf)}", exc_info=leaf)
+    return EXIT_FAILURE
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one error inside the nursery's (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _stop_on_signal(signals: Any, scope: trio.CancelScope) -> None:
+    async for signum in signals:
+        log.info(f"received {signal.Signals(signum).name}; stopping")
+        scope.cancel()
+        return
+
+
+async def _database(settings: Settings, args: argparse.Namespace) -> tuple[str, Any]:
+    """The DSN to use, migrated as the settings say; the embedded server when we started one."""
+    if settings.database_url is None:
+        from qtg.db.embedded import DEFAULT_DATABASE, EmbeddedPostgres, EmbeddedPostgresError
+
+        embedded = EmbeddedPostgres(settings.embedded_data_dir)
+        try:
+            await trio.to_thread.run_sync(embedded.start)
+            dsn = await trio.to_thread.run_sync(embedded.ensure_database, DEFAULT_DATABASE)
+        except BaseException as exc:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(embedded.stop)
+            if isinstance(exc, EmbeddedPostgresError):
+                raise StartupError(str(exc)) from exc
+            raise
+        log.info(
+            "embedded PostgreSQL started",
+            extra={"data_dir": str(embedded.data_dir), "pid": embedded.pid},
+        )
+        try:
+            await _migrate(dsn)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(embedded.stop)
+            raise
+        return dsn, embedded
+    dsn = settings.database_url
+    if args.migrate or settings.migrate_on_start:
+        await _migrate(dsn)
+        return dsn, None
+    status = await _blocking(check, dsn)
+    if status.pending:
+        raise StartupError(
+            f"the database has pending migrations ({', '.join(status.pending)}); "
+            "run with --migrate, set MG_MIGRATE_ON_START=true, or run `qtg migrate`"
+        )
+    return dsn, None
+
+
+async def _migrate(dsn: str) -> None:
+    applied = await _blocking(migrate, dsn)
+    if applied:
+        log.info("migrations applied", extra={"applied": applied})
+
+
+async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking database call in a thread; connection errors become StartupError."""
+    import psycopg
+
+    try:
+        return await trio.to_thread.run_sync(fn, *args)
+    except psycopg.OperationalError as exc:
+        raise StartupError(f"cannot reach the database: {describe_error(exc)}") from exc
+
+
+async def _open(db: Database) -> None:
+    try:
+        await db.open()
+    except Exception as exc:  # psycopg_pool.PoolTimeout and friends
+        raise StartupError(
+            f"cannot open the database pool within {db.connect_timeout:g} s: "
+            f"{describe_error(exc)}"
+        ) from exc
+
+
+async def _run(
+    settings: Settings,
+    args: argparse.Namespace,
+    dsn: str,
+    db: Database,
+    nursery: trio.Nursery,
+    specs: Sequence[WorkerSpec],
+    providers_factory: ProvidersFactory,
+    worker_factory: WorkerFactory,
+    *,
+    embedded: bool,
+) -> None:
+    hub = ListenHub(settings.listen_database_url or dsn)
+    with trio.move_on_after(HUB_START_TIMEOUT_SECONDS) as hub_start:
+        await nursery.start(hub.run)
+    if hub_start.cancelled_caught:
+        raise StartupError(
+            f"the LISTEN connection did not open within {HUB_START_TIMEOUT_SECONDS:g} s"
+        )
+    providers = providers_factory(settings, db)
+    runtime = Runtime(
+        settings=settings,
+        args=args,
+        db=db,
+        hub=hub,
+        providers=providers,
+        ctx=ServiceContext(db=db, settings=settings, providers=providers),
+        instance_id=f"{socket.gethostname()}:{os.getpid()}",
+    )
+    if args.seed_demo:
+        await _seed_demo(runtime)
+
+    validate(specs)
+    runtime.workers = resolve_workers(
+        settings, getattr(providers, "capabilities", ()), specs
+    )
+    _log_worker_set(runtime.workers)
+    loaded = load(runtime.workers)
+    if loaded:
+        await heartbeat_rows.seed_heartbeats(
+            db,
+            settings.network_class,
+            runtime.instance_id,
+            [
+                heartbeat_rows.HeartbeatRow(w.resolved.name, w.resolved.group,
+                                            w.resolved.interval or 0.0)
+                for w in loaded
+            ],
+        )
+        core = {w.resolved.name: worker_factory(w, runtime) for w in loaded
+                if w.resolved.group == "core"}
+        sidecars = {w.resolved.name: worker_factory(w, runtime) for w in loaded
+                    if w.resolved.group == "sidecar"}
+        nursery.start_soon(
+            functools.partial(
+                run_worker_groups,
+                core,
+                sidecars,
+                on_sidecar_crash=functools.partial(_record_crash, runtime),
+            ),
+            name="qtg.runtime_supervision",
+        )
+    for name, service in extra_services(runtime):
+        await nursery.start(service, runtime, name=name)
+
+    log.info(
+        "qtg runtime ready",
+        extra={
+            "workers": [w.resolved.name for w in loaded],
+            "reactive": settings.reactive,
+            "database": "embedded" if embedded else "external",
+            "network_class": settings.network_class,
+            "instance_id": runtime.instance_id,
+        },
+    )
+
+
+async def _record_crash(runtime: Runtime, worker: str, error: BaseException) -> None:
+    await heartbeat_rows.mark_crashed(
+        runtime.db,
+        runtime.settings.network_class,
+        runtime.instance_id,
+        worker,
+        describe_error(error),
+    )
+
+
+def _log_worker_set(workers: list[ResolvedWorker]) -> None:
+    for worker in workers:
+        level = logging.WARNING if skipped_with_warning(worker) else logging.INFO
+        log.log(
+            level,
+            f"worker {worker.describe()}",
+            extra={"worker": worker.name, "group": worker.group, "enabled": worker.enabled,
+                   "reason": worker.reason},
+        )
+    log.info("worker set", extra={"running": [w.name for w in running(workers)]})
+
+
+async def _seed_demo(runtime: Runtime) -> None:
+    from qtg.runtime.demo import seed_demo_templates
+
+    keys = await seed_demo_templates(runtime.db)
+    log.info("demo templates registered", extra={"templates": keys})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Heartbeats: bounded write rate (mock clock), real rows in worker_heartbeats (real DB)."""
+
+from __future__ import annotations
+
+import itertools
+
+import trio
+
+from qtg.db import Database
+from qtg.runtime.heartbeats import Beat, Heartbeat
+from qtg.runtime.loop import run_loop
+from qtg.services.heartbeats import (
+    HeartbeatRow,
+    list_heartbeats,
+    mark_crashed,
+    seed_heartbeats,
+    write_beat,
+)
+
+
+class Recorder:
+    def __init__(self, fail_until: float = -1.0) -> None:
+        self.beats: list[tuple[float, Beat]] = []
+        self.fail_until = fail_until
+        self.failures = 0
+
+    async def __call__(self, beat: Beat) -> None:
+        await trio.lowlevel.checkpoint()
+        if trio.current_time() < self.fail_until:
+            self.failures += 1
+            raise OSError("database is down")
+        self.beats.append((trio.current_time(), beat))
+
+
+async def test_busy_worker_writes_at_most_once_per_min_interval(autojump_clock) -> None:
+    """1000 passes a second, each with an item: about one write a second, nothing lost."""
+    passes = 0
+
+    async def busy() -> int:
+        nonlocal passes
+        await trio.sleep(0.001)
+        passes += 1  # counted when the pass completes
+        return 1
+
+    rec = Recorder()
+    hb = Heartbeat("busy", rec, min_interval=1.0)
+    with trio.move_on_after(10.0):
+        await run_loop("busy", busy, 5.0, heartbeat=hb)
+    times = [t for t, _ in rec.beats]
+    assert passes > 9000
+    assert len(rec.beats) <= 12  # ~1/s plus the first and the final one
+    gaps = [b - a for a, b in itertools.pairwise(times[:-1])]  # the final one is on exit
+    assert all(g >= 1.0 - 1e-9 for g in gaps)
+    assert sum(b.iterations for _, b in rec.beats) == passes
+    assert sum(b.items for _, b in rec.beats) == passes
+
+
+async def test_idle_reactive_worker_still_beats_every_interval(autojump_clock) -> None:
+    async def idle() -> int:
+        await trio.lowlevel.checkpoint()
+        return 0
+
+    rec = Recorder()
+    hb = Heartbeat("idle", rec, min_interval=1.0)
+    with trio.move_on_after(30.5):
+        await run_loop("idle", idle, 5.0, heartbeat=hb)
+    times = [round(t) for t, b in rec.beats if b.status == "running"]
+    assert times == [0, 5, 10, 15, 20, 25, 30]
+    assert rec.beats[-1][1].status == "stopped"
+
+
+async def test_failed_writes_never_stop_the_worker_and_lose_no_counts(
+    autojump_clock, caplog
+) -> None:
+    passes = 0
+
+    async def work() -> int:
+        nonlocal passes
+        passes += 1
+        await trio.lowlevel.checkpoint()
+        return 2
+
+    rec = Recorder(fail_until=5.0)
+    hb = Heartbeat("w", rec, min_interval=1.0)
+
+    async def slow_work() -> int:
+        await trio.sleep(0.5)
+        return await work()
+
+    with trio.move_on_after(8.2):
+        await run_loop("w", slow_work, 5.0, heartbeat=hb)
+    assert rec.failures >= 4
+    assert passes == 16  # the loop never noticed
+    assert sum(b.items for _, b in rec.beats) == 2 * passes
+    warnings = [r for r in caplog.records if "heartbeat write failed" in r.getMessage()]
+    assert len(warnings) == 1  # once per failure streak, not once per attempt
+
+
+async def test_backoff_status_is_reported(autojump_clock) -> None:
+    async def failing() -> int:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("no")
+
+    rec = Recorder()
+    hb = Heartbeat("f", rec, min_interval=0.5)
+    with trio.move_on_after(4.5):
+        await run_loop("f", failing, 1.0, heartbeat=hb)
+    statuses = [(b.status, b.consecutive_errors) for _, b in rec.beats]
+    assert statuses[0] == ("running", 1)
+    assert ("backoff", 5) in statuses
+    assert rec.beats[-1][1].status == "stopped"
+    assert rec.beats[-1][1].last_error in (None, "RuntimeError: no")
+
+
+# ---------------------------------------------------------------- real rows
+
+ROWS = [
+    HeartbeatRow("node_dispatcher", "core", 2.0),
+    HeartbeatRow("callback_dispatcher", "sidecar", 3.0),
+]
+
+
+async def test_seed_beat_crash_rows(db: Database) -> None:
+    await seed_heartbeats(db, "mainnet", "host:1", ROWS)
+    await seed_heartbeats(db, "testnet", "host:1", ROWS[:1])
+    rows = {r["worker_name"]: r for r in await list_heartbeats(db, "mainnet")}
+    assert set(rows) == {"node_dispatcher", "callback_dispatcher"}
+    assert rows["node_dispatcher"]["status"] == "starting"
+    assert rows["node_dispatcher"]["worker_group"] == "core"
+    assert rows["callback_dispatcher"]["interval_seconds"] == 3.0
+    assert [r["worker_name"] for r in await list_heartbeats(db, "testnet")] == ["node_dispatcher"]
+
+    from datetime import UTC, datetime
+
+    ok_at = datetime.now(UTC)
+    await write_beat(db, "mainnet", "host:1", ROWS[0], Beat("node_dispatcher", "running", 3, 7,
+                                                           0, ok_at, None))
+    # a second process on the same database adds to the same row
+    await write_beat(db, "mainnet", "host:2", ROWS[0], Beat("node_dispatcher", "backoff", 2, 1,
+                                                           5, None, "OperationalError: gone"))
+    row = {r["worker_name"]: r for r in await list_heartbeats(db, "mainnet")}["node_dispatcher"]
+    assert (row["iterations"], row["items"]) == (5, 8)
+    assert row["status"] == "backoff" and row["consecutive_errors"] == 5
+    assert row["last_success_at"] == ok_at
+    assert row["last_error"] == "OperationalError: gone"
+    assert row["instance_id"] == "host:2"
+    assert row["last_beat_at"] is not None
+
+    # re-seeding (a restart) keeps the cumulative counters
+    await seed_heartbeats(db, "mainnet", "host:3", ROWS)
+    row = {r["worker_name"]: r for r in await list_heartbeats(db, "mainnet")}["node_dispatcher"]
+    assert row["iterations"] == 5 and row["status"] == "starting"
+
+    await mark_crashed(db, "mainnet", "host:3", "callback_dispatcher", "RuntimeError: boom")
+    row = {r["worker_name"]: r for r in await list_heartbeats(db, "mainnet")}[
+        "callback_dispatcher"
+    ]
+    assert (row["status"], row["last_error"]) == ("crashed", "RuntimeError: boom")
+    # testnet untouched
+    [other] = await list_heartbeats(db, "testnet")
+    assert other["iterations"] == 0 and other["status"] == "starting"
+
+
+async def test_beat_recreates_a_deleted_row(db: Database) -> None:
+    await write_beat(db, "default", "h", ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0,
+                                                       None, None))
+    [row] = await list_heartbeats(db, "default")
+    assert row["worker_group"] == "sidecar" and row["iterations"] == 1
