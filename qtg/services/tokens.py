@@ -1,0 +1,138 @@
+"""API bearer tokens: created once, stored hashed, revoked by name.
+
+The plaintext token exists in exactly two places: the output of
+`create_token` (shown once to the person who runs `qtg token create`) and the
+`Authorization` header of the requests that use it. The database keeps only
+its sha256, so a copy of the database does not let anyone in. A token is
+256 bits from `secrets`, so a plain (unsalted, fast) hash is enough: there is
+nothing to guess.
+
+A token's *name* is the principal: what `actor` columns, `created_by` and the
+four-eyes rule see. At most one live token per name (a unique partial index),
+so a name always means one role.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import psycopg
+
+from qtg.db import Database, sql_family
+from qtg.services.auditing import record_audit
+from qtg.services.errors import Conflict, InvalidInput, NotFound
+
+SQL = sql_family("tokens", "insert_token", "revoke_by_name", "list_tokens", "authenticate")
+
+TOKEN_PREFIX = "qtg_"
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_.@-]{0,63}$"
+_NAME = re.compile(NAME_PATTERN)
+#: Longest Authorization token looked at; anything longer is not ours.
+MAX_TOKEN_LENGTH = 256
+
+
+class Role(IntEnum):
+    """Roles in increasing power: each role may do everything the ones below may."""
+
+    viewer = 1
+    operator = 2
+    admin = 3
+
+    @classmethod
+    def parse(cls, value: str) -> Role:
+        try:
+            return cls[value]
+        except KeyError:
+            raise InvalidInput(
+                f"role must be one of {', '.join(r.name for r in cls)}, got {value!r}",
+                detail={"field": "role"},
+            ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    role: Role
+
+    def may(self, role: Role) -> bool:
+        return self.role >= role
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidInput(
+            "a token name is 1-64 characters of a-z, 0-9, '_', '.', '@', '-', starting with a "
+            "letter or digit",
+            detail={"field": "name"},
+        )
+    return name
+
+
+async def create_token(db: Database, *, name: str, role: str, actor: str) -> dict[str, Any]:
+    """Create a live token; the result's `token` is the only copy of the plaintext."""
+    check_name(name)
+    parsed = Role.parse(role)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    try:
+        async with db.transaction() as tx:
+            row = await tx.fetchrow(
+                SQL.insert_token,
+                {"name": name, "token_hash": hash_token(token), "role": parsed.name},
+            )
+            assert row is not None
+            await record_audit(
+                tx,
+                actor=actor,
+                action="api_token.created",
+                object_type="api_token",
+                object_id=name,
+                detail={"role": parsed.name, "token_id": str(row["id"])},
+            )
+    except psycopg.errors.UniqueViolation:
+        raise Conflict(
+            f"a live token named {name!r} exists; revoke it first to rotate",
+            code="TOKEN_NAME_TAKEN",
+            detail={"field": "name"},
+        ) from None
+    return {**row, "token": token}
+
+
+async def revoke_token(db: Database, *, name: str, actor: str) -> dict[str, Any]:
+    """Revoke the live token of `name`; requests using it get 401 from now on."""
+    check_name(name)
+    async with db.transaction() as tx:
+        rows = await tx.fetch(SQL.revoke_by_name, {"name": name})
+        if not rows:
+            raise NotFound(f"no live token named {name!r}", detail={"field": "name"})
+        await record_audit(
+            tx,
+            actor=actor,
+            action="api_token.revoked",
+            object_type="api_token",
+            object_id=name,
+            detail={"token_ids": [str(r["id"]) for r in rows]},
+        )
+    return rows[0]
+
+
+async def list_tokens(db: Database, *, include_revoked: bool = False) -> list[dict[str, Any]]:
+    return await db.fetch(SQL.list_tokens, {"include_revoked": include_revoked})
+
+
+async def authenticate(db: Database, token: str) -> Principal | None:
+    """The principal a live token belongs to, or None (unknown, malformed or revoked)."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) > MAX_TOKEN_LENGTH:
+        return None
+    row = await db.fetchrow(SQL.authenticate, {"token_hash": hash_token(token)})
+    if row is None:
+        return None
+    return Principal(name=row["name"], role=Role[row["role"]])

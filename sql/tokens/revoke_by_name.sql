@@ -1,0 +1,4 @@
+UPDATE api_tokens
+SET revoked_at = now()
+WHERE name = %(name)s AND revoked_at IS NULL
+RETURNING id, name, role, created_at, revoked_at
