@@ -1,0 +1,3 @@
+SELECT *
+FROM template_proposals
+WHERE id = %(proposal_id)s
