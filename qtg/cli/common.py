@@ -8,6 +8,7 @@ stopped after it (left running if a runtime is using it).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,10 +95,4 @@ def error_line(exc: BaseException, args: argparse.Namespace) -> str:
     text = "; ".join(lines[:2]) if lines else type(exc).__name__
     if isinstance(exc, psycopg.OperationalError):
         text = f"cannot reach the database: {text}"
-    return scrub(text, getattr(args, "database_url", None), _env_dsn())
-
-
-def _env_dsn() -> str | None:
-    import os
-
-    return os.environ.get("MG_DATABASE_URL")
+    return scrub(text, getattr(args, "database_url", None), os.environ.get("MG_DATABASE_URL"))
