@@ -236,3 +236,19 @@ def test_cli_errors_are_one_line_without_password(
     assert result.stderr.count("\n") == 1
     assert "hunter2" not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://qtg:hunter2@db.example:6432/money",
+        "host=db.example port=6432 user=qtg password=hunter2 dbname=money",
+        "host=db.example port=6432 user=qtg password='hunter2' dbname=money",
+    ],
+)
+def test_dsns_are_described_and_scrubbed_without_password(dsn: str) -> None:
+    from qtg.cli.common import describe_dsn, scrub
+
+    assert describe_dsn(dsn) == "qtg@db.example:6432/money"
+    assert "hunter2" not in scrub(f"could not use {dsn}: hunter2 refused", dsn)
+    assert "hunter2" not in scrub(f"could not use {dsn}")  # shape-based, DSN unknown
