@@ -122,6 +122,8 @@ class Settings:
     audit_outbox_promoter_interval_seconds: float = interval(
         "MG_AUDIT_OUTBOX_PROMOTER_INTERVAL_SECONDS", 1.0
     )
+    # A provider's health() that hangs must not stall the executor_health pass.
+    executor_health_timeout_seconds: float = interval("MG_EXECUTOR_HEALTH_TIMEOUT_SECONDS", 10.0)
 
     # ---- conditional workers (reference "Always-on vs conditional")
     evm_nonce_reaper_enabled: bool = setting("MG_EVM_NONCE_REAPER_ENABLED", True)

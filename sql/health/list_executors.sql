@@ -1,4 +1,4 @@
 SELECT executor_key, action_types, health_state, health_detail, last_health_at, registered,
-       created_at, updated_at
+       updated_at
 FROM executors
 ORDER BY executor_key
