@@ -160,7 +160,12 @@ async def _prepare(ctx: ServiceContext, tx: Tx, claimed: dict[str, Any]) -> Subm
             return None
         signature = None
         if prepared.needs_signature:
-            signer = ctx.providers.signer(prepared.signer_key or "sandbox")
+            if not prepared.signer_key:
+                await fail(
+                    "SIGNER_NOT_NAMED", "the prepared action needs a signature but names no signer"
+                )
+                return None
+            signer = ctx.providers.signer(prepared.signer_key)
             signature = await signer.sign(build_sign_request(context, prepared))
     except (UnknownExecutorError, UnknownSignerError) as exc:
         await fail("EXECUTOR_NOT_FOUND", str(exc))
