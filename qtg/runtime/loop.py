@@ -136,6 +136,8 @@ async def _loop(
         consecutive_errors = 0
         if heartbeat is not None:
             heartbeat.record_success(count)
+        if count > 0 and log.isEnabledFor(logging.DEBUG):
+            log.debug("pass", extra={"worker": name, "items": count})
         if reactive and count > 0:
             await trio.lowlevel.checkpoint()  # drain, but let others run
             continue
