@@ -34,7 +34,7 @@ ELAPSED = (
 )
 
 
-def create_and_approve(dsn: str, template_key: str, n: int = 1) -> list[str]:
+def create_and_approve(dsn: str, template_key: str, n: int = 1, batch: str = "a") -> list[str]:
     async def run() -> list[str]:
         settings = Settings.from_env({}).replace(database_url=dsn)
         ids = []
@@ -46,7 +46,7 @@ def create_and_approve(dsn: str, template_key: str, n: int = 1) -> list[str]:
                     template_key=template_key,
                     intent={"asset": "USDC", "amount": "10.00", "destination": "0xabc"},
                     input_params={"chain_family": "evm"},
-                    idempotency_key=f"e2e-{template_key}-{i}",
+                    idempotency_key=f"e2e-{template_key}-{batch}-{i}",
                     actor="alice",
                 )
                 await approve_movement(db, created["id"], actor="bob")
