@@ -118,16 +118,19 @@ WORKERS: tuple[WorkerSpec, ...] = (
                "node_recovery_interval_seconds", "qtg_recover"),
     # ---- always-on, sidecar group (a crash is logged; the rest runs on)
     WorkerSpec("callback_dispatcher", "sidecar",
-               None,  # issue 5: "qtg.services.callbacks.dispatch_pending_callbacks"
-               "callback_dispatch_interval_seconds", "qtg_callback"),
+               "qtg.services.callbacks.dispatch_pending_callbacks",
+               "callback_dispatch_interval_seconds", "qtg_callback",
+               next_due="qtg.services.callbacks.next_due"),
     WorkerSpec("expiration_checker", "sidecar",
-               None,  # issue 5: "qtg.services.expiration.expire_pending_requests"
-               "expiration_check_interval_seconds", "qtg_expire"),
+               "qtg.services.expiration.expire_pending_requests",
+               "expiration_check_interval_seconds", "qtg_expire",
+               next_due="qtg.services.expiration.next_due"),
     WorkerSpec("template_proposal_expiration", "sidecar",
-               None,  # issue 5: "qtg.services.proposals.expire_template_proposals"
-               "template_proposal_expiration_interval_seconds", "qtg_expire"),
+               "qtg.services.proposals.expire_template_proposals",
+               "template_proposal_expiration_interval_seconds", "qtg_expire",
+               next_due="qtg.services.proposals.next_due"),
     WorkerSpec("executor_health", "sidecar",
-               None,  # issue 5: "qtg.services.health.refresh_executor_health"
+               "qtg.services.health.refresh_executor_health",
                "executor_health_interval_seconds"),
     WorkerSpec("audit_outbox_promoter", "sidecar", "qtg.services.audit.promote_audit_outbox",
                "audit_outbox_promoter_interval_seconds", "qtg_audit"),

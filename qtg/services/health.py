@@ -145,7 +145,13 @@ async def probe(provider: object, limit_seconds: float) -> Probe:
 
 
 async def refresh_executor_health(ctx: ServiceContext) -> int:
-    """The executor_health pass: probe everything, persist it in one transaction."""
+    """The executor_health pass: probe everything, persist it in one transaction.
+
+    Returns 0, always: this is a periodic probe, not a queue. The runtime runs
+    a pass again at once after one that reports items (to drain a backlog),
+    which for a probe would mean calling every provider's health() in a
+    tight loop; reporting 0 keeps it to one pass per interval.
+    """
     executors = ctx.providers.executors()
     signers = ctx.providers.signers()
     timeout = ctx.settings.executor_health_timeout_seconds
@@ -194,7 +200,7 @@ async def refresh_executor_health(ctx: ServiceContext) -> int:
                 },
             )
         await tx.execute(SQL.orphan_signers, {"keys": [s.key for s in signers]})
-    return len(executors) + len(signers)
+    return 0
 
 
 # -------------------------------------------------------------- read models
