@@ -25,7 +25,10 @@ all of it off, which is the reference's pure polling):
 - a deadline-driven worker (`next_due`) sleeps until the earliest due time it
   knows of when that is sooner than the interval (still at least 0.1 s);
 - during an error backoff wake-ups are ignored, so a failing worker cannot
-  spin on a notify storm.
+  spin on a notify storm. Below the backoff threshold a failed pass waits like
+  any other, wake-ups included: after a database restart the first pass often
+  fails on a dead pooled connection, and the hub's "wake everyone" must still
+  bring the worker straight back.
 """
 
 from __future__ import annotations
