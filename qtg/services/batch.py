@@ -25,7 +25,8 @@ async def run_each(fn: Callable[[T], Awaitable[int]], items: Sequence[T], limit:
     async def one(item: T) -> None:
         nonlocal total
         async with limiter:
-            total += await fn(item)
+            done = await fn(item)
+        total += done  # not `total += await …`: that reads `total` before awaiting
 
     async with trio.open_nursery() as nursery:
         for item in items:

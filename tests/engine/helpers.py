@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,11 +21,17 @@ from qtg.services.templates import create_template
 Q = {
     name: Query(f"tests/{name}", text)
     for name, text in {
-        "submissions": "SELECT request_node_id, attempt_no, duplicate_submits FROM sandbox_submissions",
+        "submissions": (
+            "SELECT request_node_id, attempt_no, duplicate_submits FROM sandbox_submissions"
+        ),
         "events": "SELECT * FROM movement_events WHERE request_id = %(rid)s ORDER BY id",
-        "callbacks": "SELECT * FROM movement_callback_outbox WHERE request_id = %(rid)s ORDER BY id",
+        "callbacks": (
+            "SELECT * FROM movement_callback_outbox WHERE request_id = %(rid)s ORDER BY id"
+        ),
         "audit": "SELECT * FROM audit_outbox WHERE object_id = %(oid)s ORDER BY id",
-        "node": "SELECT * FROM movement_request_nodes WHERE request_id = %(rid)s AND node_key = %(key)s",
+        "node": (
+            "SELECT * FROM movement_request_nodes WHERE request_id = %(rid)s AND node_key = %(key)s"
+        ),
         "request": "SELECT * FROM movement_requests WHERE id = %(rid)s",
     }.items()
 }
@@ -43,7 +50,12 @@ def node(key: str, action_type: str, kind: str = "action", **config: Any) -> dic
 
 async def template(svc: ServiceContext, key: str, nodes: list, edges: list, **kw: Any) -> dict:
     return await create_template(
-        svc.db, template_key=key, name=key, graph={"nodes": nodes, "edges": edges}, actor="admin", **kw
+        svc.db,
+        template_key=key,
+        name=key,
+        graph={"nodes": nodes, "edges": edges},
+        actor="admin",
+        **kw,
     )
 
 
@@ -73,14 +85,18 @@ async def movement(
 
 
 async def drive(
-    svc: ServiceContext, request_id: Any, *, stop: frozenset[str] = STOP_STATES, timeout: float = 20
+    svc: ServiceContext,
+    request_id: Any,
+    *,
+    stop: frozenset[str] = STOP_STATES,
+    deadline: float = 20,
 ) -> dict[str, Any]:
     """Run dispatch, observe and recover passes until the request reaches a stop state.
 
     When nothing is due, wait exactly until the next observation is due (the
-    condition), bounded by `timeout`.
+    condition), bounded by `deadline` seconds.
     """
-    with trio.fail_after(timeout):
+    with trio.fail_after(deadline):
         while True:
             worked = 0
             while n := await dispatch_ready_nodes(svc):
@@ -96,6 +112,18 @@ async def drive(
                     return current
                 wait = (due - datetime.now(UTC)).total_seconds()
                 await trio.sleep(max(0.0, min(wait, 1.0)) if math.isfinite(wait) else 0)
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], *, deadline: float = 20) -> Any:
+    """Poll `check` until it returns something truthy; fail after `deadline` seconds.
+
+    For conditions only the database can tell (another process's commit, a dead
+    backend's locks going away): there is no notification to wait on.
+    """
+    with trio.fail_after(deadline):
+        while not (result := await check()):  # noqa: ASYNC110 - no event to wait on
+            await trio.sleep(0.02)
+        return result
 
 
 def states(m: dict[str, Any]) -> dict[str, str]:

@@ -64,9 +64,7 @@ async def test_bridge_with_branch_completes_with_full_trail(svc: ServiceContext)
     # signed actions carry a signature the sandbox signer verifies
     signer = svc.providers.signer("sandbox")
     assert isinstance(signer, SandboxSigner)
-    assert signer.verify(
-        burn["prepared_action"]["payload"], burn["prepared_action"]["signature"]
-    )
+    assert signer.verify(burn["prepared_action"]["payload"], burn["prepared_action"]["signature"])
 
     events = await svc.db.fetch(Q["events"], {"rid": m["id"]})
     # the join: mint became READY only after both of its predecessors completed
@@ -101,7 +99,10 @@ async def test_bridge_with_branch_completes_with_full_trail(svc: ServiceContext)
 
 async def test_submit_refused_fails_the_node_and_the_request(svc: ServiceContext) -> None:
     await template(
-        svc, "refused", [node("withdraw", "cex_withdrawal", sandbox={"fail": "submit_rejected"})], []
+        svc,
+        "refused",
+        [node("withdraw", "cex_withdrawal", sandbox={"fail": "submit_rejected"})],
+        [],
     )
     m = await movement(svc, "refused")
     done = await drive(svc, m["id"])
@@ -204,7 +205,7 @@ async def test_plan_edited_after_approval_is_refused_as_drift(svc: ServiceContex
     await template(svc, "drift", [node("withdraw", "cex_withdrawal", venue="a")], [])
     m = await movement(svc, "drift")
     await svc.db.execute(
-        Query("tests/edit", "UPDATE plan_nodes SET config = '{\"venue\": \"b\"}'::jsonb")
+        Query("tests/edit", 'UPDATE plan_nodes SET config = \'{"venue": "b"}\'::jsonb')
     )
     done = await drive(svc, m["id"])
     assert done["request_state"] == "FAILED"
@@ -291,14 +292,16 @@ async def test_expired_observation_goes_unknown_never_failed(svc: ServiceContext
 
 
 async def test_observation_timeout_is_off_by_default(svc: ServiceContext) -> None:
-    nodes = [node("receive", "destination_chain_receive_observe", "observe",
-                  sandbox={"observations_to_complete": 2, "retry_after_seconds": 0.05})]  # fmt: skip
+    slowly = {"observations_to_complete": 2, "retry_after_seconds": 0.05}
+    nodes = [node("receive", "destination_chain_receive_observe", "observe", sandbox=slowly)]
     nodes[0]["timeout_policy"] = {"observe_seconds": 1}
     await template(svc, "lenient", nodes, [])
     m = await movement(svc, "lenient")
     while states(await get_movement(svc.db, m["id"]))["receive"] != "OBSERVING":
         await drive(svc, m["id"], stop=frozenset({"EXECUTING"}))
     await svc.db.execute(
-        Query("tests/age", "UPDATE movement_request_nodes SET started_at = now() - interval '2 hours'")
+        Query(
+            "tests/age", "UPDATE movement_request_nodes SET started_at = now() - interval '2 hours'"
+        )
     )
     assert (await drive(svc, m["id"]))["request_state"] == "COMPLETED"

@@ -1,0 +1,179 @@
+"""node_recovery: the four arms, the grace cutoff, and crashes between the
+write-ahead commit and submit's return — resolved without a second submit."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import trio
+
+from qtg.db import Query
+from qtg.services.context import ServiceContext
+from qtg.services.dispatch import _prepare, claim_ready_node, dispatch_ready_nodes
+from qtg.services.recover import recover_unknown_nodes
+
+from .helpers import Q, drive, eventually, movement, node, states, template
+
+UNKNOWN_BY_LANE = Query(
+    "tests/unknown-by-lane",
+    "SELECT action_type, count(*) AS n FROM movement_request_nodes "
+    "WHERE node_state = 'UNKNOWN' GROUP BY action_type",
+)
+NODE_STATES = Query(
+    "tests/node-states",
+    "SELECT n.node_state, n.error_code, r.created_at FROM movement_request_nodes n "
+    "JOIN movement_requests r ON r.id = n.request_id ORDER BY r.created_at",
+)
+LANES = ("ccip_send", "stargate_send", "cex_withdrawal", "evm_transfer")
+
+
+def with_settings(svc: ServiceContext, **changes: object) -> ServiceContext:
+    return ServiceContext(svc.db, svc.settings.replace(**changes), svc.providers)
+
+
+async def _unknown_nodes(svc: ServiceContext, per_lane: int) -> None:
+    """Make `per_lane` UNKNOWN nodes in every lane (the side effect happened, then
+    submit crashed), leaving them for recovery."""
+    for action_type in LANES:
+        await template(
+            svc, action_type.replace("_", "-"),
+            [node("x", action_type, sandbox={"fail": "submit_crash_after"})], [],
+        )  # fmt: skip
+        for _ in range(per_lane):
+            await movement(svc, action_type.replace("_", "-"))
+    while await dispatch_ready_nodes(svc):
+        pass
+    counts = {r["action_type"]: r["n"] for r in await svc.db.fetch(UNKNOWN_BY_LANE)}
+    assert counts == dict.fromkeys(LANES, per_lane)
+
+
+async def test_each_arm_takes_a_quarter_of_the_batch_in_priority_order(svc: ServiceContext) -> None:
+    await _unknown_nodes(svc, per_lane=3)
+    recovered = await recover_unknown_nodes(with_settings(svc, node_recovery_batch_size=8))
+    assert recovered == 8
+    left = {r["action_type"]: r["n"] for r in await svc.db.fetch(UNKNOWN_BY_LANE)}
+    assert left == dict.fromkeys(LANES, 1)  # two of each lane: no arm starved
+
+
+async def test_a_small_batch_still_gives_every_arm_one(svc: ServiceContext) -> None:
+    await _unknown_nodes(svc, per_lane=2)
+    assert await recover_unknown_nodes(with_settings(svc, node_recovery_batch_size=1)) == 4
+    left = {r["action_type"]: r["n"] for r in await svc.db.fetch(UNKNOWN_BY_LANE)}
+    assert left == dict.fromkeys(LANES, 1)
+
+
+async def test_longest_idle_unknown_node_goes_first(svc: ServiceContext) -> None:
+    await template(
+        svc, "cex", [node("x", "cex_withdrawal", sandbox={"fail": "submit_crash_after"})], []
+    )
+    for _ in range(3):
+        await movement(svc, "cex")
+    while await dispatch_ready_nodes(svc):
+        pass
+    await recover_unknown_nodes(with_settings(svc, node_recovery_batch_size=4))
+    rows = await svc.db.fetch(NODE_STATES)
+    # the oldest one (it went UNKNOWN first) was recovered; the others wait
+    assert [r["node_state"] for r in rows] == ["SUBMITTED", "UNKNOWN", "UNKNOWN"]
+
+
+async def _write_ahead_only(svc: ServiceContext):
+    """Claim and prepare one node and commit SUBMITTING — then "crash": no submit
+    call, and no record of one. Returns the prepared Submission."""
+    async with svc.db.transaction() as tx:
+        claimed = await claim_ready_node(tx)
+        assert claimed is not None
+        submission = await _prepare(svc, tx, claimed)
+    assert submission is not None
+    return submission
+
+
+async def test_stranded_submitting_node_that_never_submitted_fails_cleanly(
+    svc: ServiceContext,
+) -> None:
+    await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
+    m = await movement(svc, "one")
+    await _write_ahead_only(svc)
+    # within the grace cutoff recovery leaves it alone: submit may still be running
+    assert await recover_unknown_nodes(svc) == 0
+    impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
+    assert await recover_unknown_nodes(impatient) == 1
+    done = await drive(impatient, m["id"])
+    assert done["request_state"] == "FAILED"
+    withdraw = done["nodes"][0]
+    assert (withdraw["node_state"], withdraw["error_code"]) == ("FAILED", "NOT_SUBMITTED")
+    assert await svc.db.fetch(Q["submissions"]) == []
+
+
+async def test_stranded_submitting_node_whose_submit_happened_completes_once(
+    svc: ServiceContext,
+) -> None:
+    await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
+    m = await movement(svc, "one")
+    sub = await _write_ahead_only(svc)
+    # the side effect happens, and the process dies before recording it
+    await sub.executor.submit(sub.context, sub.prepared, sub.signature, sub.idempotency_key)
+    impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
+    done = await drive(impatient, m["id"])
+    assert done["request_state"] == "COMPLETED"
+    subs = await svc.db.fetch(Q["submissions"])
+    assert [(s["attempt_no"], s["duplicate_submits"]) for s in subs] == [(1, 0)]
+
+
+async def test_recovery_skips_a_submitting_node_whose_submit_is_in_flight(
+    svc: ServiceContext, dsn: str
+) -> None:
+    await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
+    await movement(svc, "one")
+    await _write_ahead_only(svc)
+    impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
+    lock = Query("tests/hold", "SELECT id FROM movement_request_nodes FOR UPDATE")
+    async with svc.db.transaction() as live_submit:  # what _submit holds during submit()
+        await live_submit.fetch(lock)
+        assert await recover_unknown_nodes(impatient) == 0
+    assert await recover_unknown_nodes(impatient) == 1
+
+
+WORKER = """
+import sys, trio
+from qtg.config import Settings
+from qtg.db import Database
+from qtg.providers.registry import build_registry
+from qtg.services.context import ServiceContext
+from qtg.services.dispatch import dispatch_ready_nodes
+
+async def main():
+    # the provider answers slowly in this process only: time to kill it mid-submit
+    settings = Settings.from_env({"MG_DATABASE_URL": sys.argv[1], "MG_SANDBOX_LATENCY_MS": "60000"})
+    async with Database(sys.argv[1]) as db:
+        await dispatch_ready_nodes(ServiceContext(db, settings, build_registry(settings, db)))
+
+trio.run(main)
+"""
+
+
+async def test_dispatcher_killed_during_submit_is_recovered_without_resubmitting(
+    svc: ServiceContext, dsn: str, tmp_path: Path
+) -> None:
+    """A real crash: kill -9 the dispatching process after the provider recorded
+    the side effect but before submit returned (the sandbox's latency)."""
+    await template(svc, "slow", [node("withdraw", "cex_withdrawal")], [])
+    m = await movement(svc, "slow")
+    proc = await trio.lowlevel.open_process([sys.executable, "-c", WORKER, dsn])
+    try:
+        await eventually(lambda: svc.db.fetch(Q["submissions"]))
+        assert (
+            states(await drive(svc, m["id"], stop=frozenset({"EXECUTING"})))["withdraw"]
+            == "SUBMITTING"
+        )
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
+    # the dead backend's locks go when PostgreSQL notices; recovery then finds the node
+    await eventually(lambda: recover_unknown_nodes(impatient))
+    done = await drive(impatient, m["id"])
+    assert done["request_state"] == "COMPLETED"
+    subs = await svc.db.fetch(Q["submissions"])
+    assert [(s["attempt_no"], s["duplicate_submits"]) for s in subs] == [(1, 0)]
