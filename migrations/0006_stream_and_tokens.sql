@@ -1,18 +1,19 @@
--- The event stream's commit-safe position, and API token names.
+-- The event stream's commit-safe horizon, and API token names.
 --
--- 1. An event's id is taken only after its transaction has an xid.
---    qtg/api/feed.py delivers movement_events in id order and proves that no
---    event below its horizon can still appear; the proof needs "a transaction
---    that holds event id g had its xid before g was taken". Column defaults are
---    evaluated in column order (id before xact_id), so without this a
---    transaction whose first write is an event would take its id first and its
---    xid a moment later. Every event today is written by a trigger after an
---    UPDATE/INSERT that already assigned the xid; this makes it true for any
---    writer.
+-- 1. An event-writing transaction is visible as such while it runs.
+--    qtg/api/feed.py delivers movement_events in id order and must know that
+--    no event below its horizon can still appear (ids are taken at INSERT,
+--    transactions commit in another order). Every event id now comes from
+--    qtg_next_event_id(), which first takes a shared transaction-level
+--    advisory lock (7435367, 1) — 7435367 is 'qtg' in ASCII — and only then
+--    calls nextval. The lock is held until the transaction's outcome is
+--    visible, so "the transactions holding (7435367, 1)" (pg_locks, per
+--    database) is exactly the set that may still hold an unsettled event id.
+--    Shared locks never wait for each other: writers do not serialise.
 CREATE FUNCTION qtg_next_event_id() RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-    PERFORM pg_current_xact_id();
+    PERFORM pg_advisory_xact_lock_shared(7435367, 1);
     RETURN nextval('movement_events_id_seq'::regclass);
 END;
 $$;

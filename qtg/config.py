@@ -169,6 +169,12 @@ class Settings:
     # ---- API
     api_host: str = setting("MG_API_HOST", "127.0.0.1")
     api_port: int = setting("MG_API_PORT", 8000, minimum=0)
+    # WS /v3/stream: events a client may fall behind by before it is closed
+    # (4008, resumable); references to shared events, so cheap per client.
+    stream_client_buffer: int = count("MG_STREAM_CLIENT_BUFFER", 10_000)
+    stream_ping_interval_seconds: float = interval("MG_STREAM_PING_INTERVAL_SECONDS", 15.0)
+    # Fallback poll of the event feed when no qtg_events notify arrives.
+    stream_poll_interval_seconds: float = interval("MG_STREAM_POLL_INTERVAL_SECONDS", 1.0)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -11,30 +11,35 @@ never exist.
 
 How the horizon is found (a *probe*)
 ------------------------------------
-In one short transaction, in this order: read L, the last event id handed out
-so far (committed or not: sequences are not transactional), then give the
-transaction an xid B with `pg_current_xact_id()`; commit. Then wait until a
-later snapshot's xmin (the oldest transaction still running) is above B.
+Every event id comes from `qtg_next_event_id()` (migrations/0006), which
+first takes the shared transaction-level advisory lock K = (7435367, 1) and
+only then calls nextval. A probe runs two statements, in this order: read L,
+the last event id handed out so far (committed or not: sequences are not
+transactional); then list W, the transactions of this database holding K
+(pg_locks). The probe is *settled* once a later look at pg_locks finds none
+of W still holding K.
 
-Claim: from then on, every event with id <= L is visible or never will be.
+Claim: once probe (L, W) is settled, every event with id <= L is visible to
+every later snapshot, or will never exist.
 
-Proof. Let event g <= L be inserted by transaction T. Ids come from
-`qtg_next_event_id()` (migrations/0006), which gives T its xid *before* it
-calls nextval, so xid(T) was assigned before g was taken; g was taken before
-L was read (L is the largest value handed out at that moment), and L was read
-before B was assigned. xids are assigned in increasing order, so xid(T) < B.
-A snapshot with xmin > B has no transaction with an xid <= B still running
-(every running xid below the snapshot's xmax is listed, and xmin is the
-smallest; B < xmin <= xmax). So T has ended: committed, and g is visible to
-every snapshot from now on; or aborted, and g never appears. No transaction
-takes an id <= L later, because nextval only goes up.            ∎
+Proof. Let event g <= L be inserted by transaction T. T took K before g was
+taken, g was taken before L was read (L is the largest value handed out at
+that moment), and L was read before W was listed. A transaction releases K
+only at its end, after its commit (or abort) is visible to new snapshots
+(PostgreSQL releases locks after marking the transaction finished). So either
+T had released K before W was listed — T's outcome was already visible — or T
+held K then, so T is in W, and the settling look found T no longer holding
+K: its outcome is visible from then on. Visible outcome: committed, and g is
+visible to every later snapshot; or aborted (or its subtransaction rolled
+back), and g never appears. No transaction takes an id <= L later, because
+nextval only goes up.                                              ∎
 
 Delivery
 --------
 `position` P is the feed's horizon: every event with id <= P has been read
-and offered to every subscriber. A round probes (only when L moved), checks
-pending probes against the current xmin (oldest first), and when probe (L, B)
-has settled reads the rows in (P, L] in id order, offers each to the
+and offered to every subscriber. A round probes (a new pending probe only when
+L moved), settles pending probes against the writers running now (oldest
+first), and when probe (L, W) has settled reads the rows in (P, L] in id order, offers each to the
 subscribers, and sets P = L. Every id in (P, L] that will ever exist is
 visible at that read, so nothing is skipped; each id lies in exactly one such
 interval, so nothing is delivered twice. Subscribers still drop any id at or
@@ -49,11 +54,15 @@ row, and would be delivered before them (a node's OBSERVING before its
 SUBMITTED). Id order is causal for events of one row: the row lock is held to
 commit, so the next writer takes its id afterwards.
 
-Costs: a probe gives its own transaction an xid (one per round that found new
-events; rounds are rate-limited). Delivery waits for the longest write
-transaction that was running at probe time; xmin is cluster-wide, so a long
-transaction in another database of the same server delays the stream — it
-never makes it skip. Rows inserted with an explicit id, or a sequence set
+Why a lock and not xids: "deliver only rows whose xact_id is below the
+snapshot's xmin" also works, but xmin is cluster-wide: any long write
+transaction in any database of the server (a batch job, an idle-in-
+transaction session, another application) would freeze the stream. K is per
+database and held only by transactions that write events, so the stream waits
+exactly for the transactions that can change what it must deliver, and for
+nothing else. Costs: one shared lock per event-writing transaction (shared
+locks never wait for each other), and one read of pg_locks per round (rounds
+are rate-limited). Rows inserted with an explicit id, or a sequence set
 backwards, are outside the argument (nothing in qtg does either).
 """
 
@@ -82,7 +91,7 @@ PAGE_SIZE = 500
 MAX_PROBES = 32
 #: Rounds are at least this far apart, so a notify storm costs bounded work.
 MIN_ROUND_SECONDS = 0.005
-#: While a probe waits to settle, re-check xmin after this long, doubling to the max.
+#: While a probe waits to settle, look again after this long, doubling to the max.
 SETTLE_POLL_MIN_SECONDS = 0.002
 SETTLE_POLL_MAX_SECONDS = 0.25
 #: After a database error, retry after this long (doubling to the max).
@@ -122,7 +131,7 @@ def event_message(row: dict[str, Any]) -> FeedEvent:
 @dataclass(frozen=True, slots=True)
 class Probe:
     last_id: int
-    bound: int
+    writers: frozenset[str]  # virtual transaction ids holding the writer lock at probe time
 
 
 @dataclass(slots=True)
@@ -192,13 +201,16 @@ class _Probes:
 
     def add(self, probe: Probe) -> None:
         if len(self.pending) >= MAX_PROBES:
-            self.pending.pop()  # the new probe has a larger id and bound: it covers it
+            # Drop the newest pending one: the new probe has a larger id, and
+            # its writer list includes every writer of the dropped one still
+            # running, so it settles no sooner and covers more.
+            self.pending.pop()
         self.pending.append(probe)
 
-    def settle(self, xmin: int) -> int | None:
-        """Pop every probe settled by `xmin`; return the largest settled id."""
+    def settle(self, running: frozenset[str]) -> int | None:
+        """Pop the probes (oldest first) none of whose writers still runs; the largest id."""
         settled = None
-        while self.pending and self.pending[0].bound < xmin:
+        while self.pending and not (self.pending[0].writers & running):
             settled = self.pending.popleft().last_id
         return settled
 
@@ -243,6 +255,11 @@ class EventFeed:
 
     def unsubscribe(self, sub: Subscription) -> None:
         self._subscribers.discard(sub)
+
+    def close_subscribers(self) -> None:
+        """End every subscription (shutdown): clients drain their queue and are told why."""
+        for sub in list(self._subscribers):
+            sub.close()
 
     @property
     def subscriber_count(self) -> int:
@@ -307,14 +324,16 @@ class EventFeed:
                         await wake.wait()
         finally:
             self.hub.unsubscribe("qtg_events", wake)
-            for sub in list(self._subscribers):
-                sub.close()
+            self.close_subscribers()
 
     async def _start(self) -> None:
-        last_id, bound = await readmodels.probe_event_horizon(self.db, known=-1)
-        assert bound is not None
+        last_id, writers = await readmodels.probe_event_horizon(self.db)
+        self._probes.add(Probe(last_id, writers))
         wait = SETTLE_POLL_MIN_SECONDS
-        while await readmodels.snapshot_xmin(self.db) <= bound:
+        while True:
+            _, running = await readmodels.probe_event_horizon(self.db)
+            if self._probes.settle(running) is not None:
+                break
             self.stats.unsettled_checks += 1
             await trio.sleep(wait)  # polling the database for the condition, with backoff
             wait = min(wait * 2, SETTLE_POLL_MAX_SECONDS)
@@ -323,16 +342,14 @@ class EventFeed:
 
     async def _round(self) -> None:
         self.stats.rounds += 1
-        known = self._probes.newest
-        last_id, bound = await readmodels.probe_event_horizon(
-            self.db, known=self.position if known is None else known
-        )
-        if bound is not None:
+        last_id, running = await readmodels.probe_event_horizon(self.db)
+        newest = self._probes.newest
+        if last_id > (self.position if newest is None else newest):
             self.stats.probes += 1
-            self._probes.add(Probe(last_id, bound))
+            self._probes.add(Probe(last_id, running))
         if not self._probes.pending:
             return
-        settled = self._probes.settle(await readmodels.snapshot_xmin(self.db))
+        settled = self._probes.settle(running)
         if self._probes.pending:
             self.stats.unsettled_checks += 1
         if settled is not None and settled > self.position:

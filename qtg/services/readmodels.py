@@ -1,9 +1,9 @@
 """Read-only views the API serves that no other service owns.
 
-Workers with a stale flag, executors, a page of the audit log, and the raw
+Workers with a stale flag, template versions, a page of the audit log, and the raw
 reads the event stream is built from (qtg/api/feed.py explains why those
 look the way they do). Nothing here changes a row a worker or an operator
-would see, except that `xact_bound` gives its own short transaction an xid.
+would see.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from qtg.db import Database, sql_family
 SQL = sql_family(
     "readmodels",
     "list_workers",
-    "list_executors",
+    "template_versions",
     "audit_events_page",
     "last_event_id",
-    "xact_bound",
-    "snapshot_xmin",
+    "event_writers",
     "events_page",
 )
 
@@ -35,8 +34,12 @@ async def list_workers(db: Database, *, network_class: str) -> list[dict[str, An
     )
 
 
-async def list_executors(db: Database) -> list[dict[str, Any]]:
-    return await db.fetch(SQL.list_executors)
+async def template_versions(db: Database, template_key: str) -> list[dict[str, Any]] | None:
+    """Every version of a template, newest first; None when the template does not exist."""
+    rows = await db.fetch(SQL.template_versions, {"template_key": template_key})
+    if not rows:
+        return None
+    return [r for r in rows if r["template_version_id"] is not None]
 
 
 async def audit_events_page(
@@ -68,24 +71,17 @@ async def audit_events_page(
 # ------------------------------------------------------------ the event stream
 
 
-async def probe_event_horizon(db: Database, *, known: int) -> tuple[int, int | None]:
-    """(last event id handed out, an xid bound), the bound only if the id moved past `known`.
+async def probe_event_horizon(db: Database) -> tuple[int, frozenset[str]]:
+    """(last event id handed out, the event-writing transactions running now).
 
-    Both in one transaction, in this order: the id is read *before* the xid
-    is assigned, which is what makes the bound cover every transaction that
-    holds an id up to it. The transaction commits at once, so its own xid
-    does not hold anyone back.
+    Two statements, in this order: the id is read *before* the writers are
+    listed, which is what makes the list cover every transaction that may
+    still hold an id up to it (qtg/api/feed.py has the argument).
     """
     async with db.transaction() as tx:
         last_id = int(await tx.fetchval(SQL.last_event_id))
-        if last_id <= known:
-            return last_id, None
-        bound = int(await tx.fetchval(SQL.xact_bound))
-    return last_id, bound
-
-
-async def snapshot_xmin(db: Database) -> int:
-    return int(await db.fetchval(SQL.snapshot_xmin))
+        writers = await tx.fetchval(SQL.event_writers)
+    return last_id, frozenset(writers)
 
 
 async def events_page(

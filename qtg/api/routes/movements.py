@@ -1,0 +1,119 @@
+"""Movements: create (idempotent), read, and the human decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qtg.api import schemas as s
+from qtg.api.routing import Call, Endpoint, Header, Reply, decode_cursor, encode_cursor
+from qtg.services import movements
+from qtg.services.tokens import Role
+
+IDEMPOTENCY_KEY = Header(
+    "Idempotency-Key",
+    r"[\x21-\x7e]{1,200}",
+    "1-200 printable ASCII characters, no spaces; the same key with the same body returns "
+    "the movement created first",
+)
+
+
+async def create_movement(call: Call) -> Any:
+    body: s.MovementCreate = call.body
+    movement, created = await movements.create_movement(
+        call.ctx.db,
+        call.ctx.settings,
+        template_key=body.template_key,
+        intent=body.intent.model_dump(),
+        input_params=body.input_params,
+        idempotency_key=call.headers["Idempotency-Key"],
+        callback_url=body.callback_url,
+        actor=call.actor,
+    )
+    return Reply(movement, 201 if created else 200)
+
+
+async def get_movement(call: Call) -> Any:
+    return await movements.get_movement(call.ctx.db, call.path.request_id)
+
+
+async def list_movements(call: Call) -> Any:
+    q: s.MovementListQuery = call.query
+    rows, next_cursor = await movements.list_movements(
+        call.ctx.db,
+        state=q.state.value if q.state is not None else None,
+        template_key=q.template_key,
+        cursor=decode_cursor(q.cursor),
+        limit=q.limit,
+    )
+    return {"items": rows, "next_cursor": encode_cursor(next_cursor)}
+
+
+async def approve_movement(call: Call) -> Any:
+    return await movements.approve_movement(call.ctx.db, call.path.request_id, actor=call.actor)
+
+
+async def reject_movement(call: Call) -> Any:
+    return await movements.reject_movement(
+        call.ctx.db, call.path.request_id, actor=call.actor, reason=call.body.reason
+    )
+
+
+async def cancel_movement(call: Call) -> Any:
+    return await movements.cancel_movement(
+        call.ctx.db, call.path.request_id, actor=call.actor, reason=call.body.reason
+    )
+
+
+async def resume_movement(call: Call) -> Any:
+    return await movements.resume_movement(call.ctx.db, call.path.request_id, actor=call.actor)
+
+
+async def retry_node(call: Call) -> Any:
+    return await movements.retry_node(
+        call.ctx.db, call.path.request_id, call.path.node_key, actor=call.actor
+    )
+
+
+async def complete_manual_node(call: Call) -> Any:
+    return await movements.complete_manual_node(
+        call.ctx.db,
+        call.path.request_id,
+        call.path.node_key,
+        actor=call.actor,
+        artifacts=call.body.artifacts,
+    )
+
+
+_DECISION = {"role": Role.operator, "path_model": s.MovementPath, "errors": (404, 409),
+             "body_required": False}
+
+ENDPOINTS = [
+    Endpoint("POST", "/v3/movements", create_movement,
+             "Create a movement from a template (PENDING_APPROVAL)", "movements", s.Movement,
+             role=Role.operator, status=201, also=(200,), body_model=s.MovementCreate,
+             headers=(IDEMPOTENCY_KEY,), errors=(400, 404, 409),
+             description="Requires an Idempotency-Key header. Replaying the same key with the "
+             "same body returns 200 and the movement created first; with a different body, 409."),
+    Endpoint("GET", "/v3/movements", list_movements, "List movements, newest first",
+             "movements", s.MovementPage, query_model=s.MovementListQuery),
+    Endpoint("GET", "/v3/movements/{request_id}", get_movement, "One movement with its nodes",
+             "movements", s.Movement, path_model=s.MovementPath, errors=(404,)),
+    Endpoint("POST", "/v3/movements/{request_id}/approve", approve_movement,
+             "Approve (four-eyes: not by its creator); frontier nodes become READY",
+             "movements", s.Movement, **_DECISION, body_model=s.Empty),
+    Endpoint("POST", "/v3/movements/{request_id}/reject", reject_movement,
+             "Reject a movement awaiting approval", "movements", s.Movement, **_DECISION,
+             body_model=s.Decision),
+    Endpoint("POST", "/v3/movements/{request_id}/resume", resume_movement,
+             "Resume a movement that needs a human (back to EXECUTING)", "movements",
+             s.Movement, **_DECISION, body_model=s.Empty),
+    Endpoint("POST", "/v3/movements/{request_id}/cancel", cancel_movement,
+             "Cancel a movement (refused while a side effect may be in flight)", "movements",
+             s.Movement, **_DECISION, body_model=s.Decision),
+    Endpoint("POST", "/v3/movements/{request_id}/nodes/{node_key}/retry", retry_node,
+             "Retry a FAILED node (a new attempt)", "movements", s.Movement,
+             **{**_DECISION, "path_model": s.NodePath}, body_model=s.Empty),
+    Endpoint("POST", "/v3/movements/{request_id}/nodes/{node_key}/complete",
+             complete_manual_node, "Complete a READY manual node", "movements", s.Movement,
+             **{**_DECISION, "path_model": s.NodePath}, body_model=s.ManualCompletion),
+]

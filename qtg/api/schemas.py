@@ -1,0 +1,481 @@
+"""Request and response models: the API's contract, and the source of /openapi.json.
+
+Bodies are strict (`extra="forbid"`, no type coercion: `"amount": 12.5` is
+refused, not turned into a string), query parameters are lax only in the way
+a URL needs (`limit=10` is the string "10"). Responses are validated against
+their model before they are sent, so the OpenAPI document cannot drift from
+what the routes really return. The operations behind the routes still check
+the meaning (an unknown template, a movement in the wrong state); this layer
+checks the shape and names the field when it is wrong.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
+
+from qtg.domain.states import NodeState, RequestState
+from qtg.services.tokens import NAME_PATTERN
+
+# ------------------------------------------------------------------ bases
+
+
+class Body(BaseModel):
+    """A JSON request body: unknown fields and type coercion are refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class QueryParams(BaseModel):
+    """Query (or path) parameters: unknown ones refused; strings parsed to their type."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Out(BaseModel):
+    """A response object; columns the contract does not name are left out."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# ------------------------------------------------------------------ scalar types
+
+TemplateKey = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$"),
+    Field(description="1-128 of a-z 0-9 _ . - starting with a letter or digit",
+          examples=["demo.cex_to_chain"]),
+]
+NodeKey = Annotated[
+    str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$"), Field(examples=["withdraw"])
+]
+SignerKey = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"),
+    Field(examples=["sandbox"]),
+]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+LongText = Annotated[str, StringConstraints(max_length=2000)]
+EventType = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+Principal = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+EvmAddress = Annotated[
+    str,
+    StringConstraints(pattern=r"^0x[0-9a-fA-F]{40}$"),
+    Field(examples=["0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"]),
+]
+Cursor = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,400}$"),
+    Field(description="opaque: the next_cursor of the previous page"),
+]
+Limit = Annotated[int, Field(ge=1, le=200, description="page size, 1-200")]
+JsonObject = dict[str, Any]
+
+
+def _positive_decimal(value: str) -> str:
+    try:
+        number = Decimal(value)
+    except InvalidOperation:
+        raise ValueError("must be a decimal string such as \"125.50\"") from None
+    if not number.is_finite() or number <= 0:
+        raise ValueError("must be a positive decimal string")
+    return value
+
+
+Amount = Annotated[
+    str,
+    StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,18})?$"),
+    AfterValidator(_positive_decimal),
+    Field(description="a positive decimal as a string (never a JSON number)",
+          examples=["125.50"]),
+]
+
+
+# ------------------------------------------------------------------ errors
+
+
+class ErrorInfo(Out):
+    code: str
+    message: str
+    detail: JsonObject = Field(
+        default_factory=dict,
+        description="context; for bad input `field` names it, for 409 `current_state`",
+    )
+
+
+class ErrorResponse(Out):
+    error: ErrorInfo
+
+
+# ------------------------------------------------------------------ templates
+
+
+class TemplateCreate(Body):
+    template_key: TemplateKey
+    name: ShortText
+    description: LongText = ""
+    graph: JsonObject = Field(
+        description="the plan: {nodes: [{key, kind, action_type, executor_key?, config?, "
+        "timeout_policy?}], edges: [[from, to]]}",
+        examples=[
+            {
+                "nodes": [
+                    {"key": "withdraw", "kind": "action", "action_type": "cex_withdrawal",
+                     "config": {"venue": "sandbox"}},
+                    {"key": "receive", "kind": "observe",
+                     "action_type": "destination_chain_receive_observe",
+                     "config": {"txid": "$ref:withdraw.txid"}},
+                ],
+                "edges": [["withdraw", "receive"]],
+            }
+        ],
+    )
+    risk_controls: JsonObject = Field(default_factory=dict)
+
+
+class TemplateCreated(Out):
+    template_key: str
+    template_id: uuid.UUID
+    version: int
+    template_version_id: uuid.UUID
+    graph_hash: str
+    created: bool = Field(description="true when this call created the template itself")
+
+
+class TemplateSummary(Out):
+    template_id: uuid.UUID
+    template_key: str
+    name: str
+    description: str
+    created_at: datetime
+    updated_at: datetime
+    template_version_id: uuid.UUID | None
+    version: int | None
+    graph_hash: str | None
+
+
+class TemplateDetail(TemplateSummary):
+    graph: JsonObject | None
+    risk_controls: JsonObject | None
+    version_created_by: str | None
+    version_created_at: datetime | None
+
+
+class TemplateVersion(Out):
+    template_version_id: uuid.UUID
+    version: int
+    status: Literal["ACTIVE", "RETIRED"]
+    graph: JsonObject
+    graph_hash: str
+    risk_controls: JsonObject
+    created_by: str
+    created_at: datetime
+
+
+class TemplateList(Out):
+    items: list[TemplateSummary]
+
+
+class TemplateVersionList(Out):
+    items: list[TemplateVersion]
+
+
+class TemplateKeyPath(QueryParams):
+    template_key: TemplateKey
+
+
+# ------------------------------------------------------------------ proposals
+
+ProposalState = Literal["PENDING_REVIEW", "APPROVED", "REJECTED", "EXPIRED"]
+
+
+class ProposalCreate(TemplateCreate):
+    pass
+
+
+class ProposalDecision(Body):
+    note: LongText | None = None
+
+
+class Proposal(Out):
+    id: uuid.UUID
+    template_key: str
+    name: str
+    description: str
+    graph: JsonObject
+    risk_controls: JsonObject
+    proposal_state: ProposalState
+    proposed_by: str
+    reviewed_by: str | None
+    review_note: str | None
+    template_version_id: uuid.UUID | None
+    expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    template_version: TemplateCreated | None = Field(
+        default=None, description="the version an approval created"
+    )
+
+
+class ProposalList(Out):
+    items: list[Proposal]
+
+
+class ProposalPath(QueryParams):
+    proposal_id: uuid.UUID
+
+
+class ProposalListQuery(QueryParams):
+    state: ProposalState | None = None
+    limit: Limit = 50
+
+
+# ------------------------------------------------------------------ movements
+
+
+class Intent(BaseModel):
+    """What to move: at least asset, amount and destination; other fields are kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    asset: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    amount: Amount
+    destination: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+class MovementCreate(Body):
+    template_key: TemplateKey
+    intent: Intent
+    input_params: JsonObject = Field(default_factory=dict)
+    callback_url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = None
+
+
+class Empty(Body):
+    """No fields: send `{}` or nothing."""
+
+
+class Decision(Body):
+    reason: LongText | None = None
+
+
+class ManualCompletion(Body):
+    artifacts: JsonObject = Field(default_factory=dict)
+
+
+class MovementNode(Out):
+    id: uuid.UUID
+    node_key: str
+    node_kind: Literal["action", "observe", "manual"]
+    action_type: str
+    node_state: NodeState
+    attempt_no: int
+    started_at: datetime | None
+    submitted_at: datetime | None
+    completed_at: datetime | None
+    next_observe_at: datetime | None
+    observe_count: int
+    provider_refs: JsonObject
+    artifacts: JsonObject
+    error_code: str | None
+    error_detail: str | None
+    updated_at: datetime
+
+
+class MovementSummary(Out):
+    id: uuid.UUID
+    network_class: str
+    template_key: str
+    template_version: int
+    request_state: RequestState
+    current_frontier: list[str]
+    intent: JsonObject
+    callback_url: str | None
+    created_by: str
+    approved_by: str | None
+    expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class Movement(MovementSummary):
+    template_version_id: uuid.UUID
+    compiled_plan_hash: str
+    input_params: JsonObject
+    idempotency_key: str
+    decided_by: str | None
+    nodes: list[MovementNode]
+
+
+class MovementPage(Out):
+    items: list[MovementSummary]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null: last")
+
+
+class MovementPath(QueryParams):
+    request_id: uuid.UUID
+
+
+class NodePath(QueryParams):
+    request_id: uuid.UUID
+    node_key: NodeKey
+
+
+class MovementListQuery(QueryParams):
+    state: RequestState | None = None
+    template_key: TemplateKey | None = None
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
+IdempotencyKey = Annotated[str, StringConstraints(pattern=r"^[\x21-\x7e]{1,200}$")]
+
+
+# ------------------------------------------------------------------ registry & ops
+
+
+class Executor(Out):
+    executor_key: str
+    action_types: list[str]
+    health_state: Literal["unknown", "healthy", "degraded", "unhealthy"]
+    health_detail: JsonObject
+    last_health_at: datetime | None
+    registered: bool
+    updated_at: datetime
+
+
+class ExecutorList(Out):
+    items: list[Executor]
+
+
+class Signer(Out):
+    """A signer's health and identity posture (expected vs observed address)."""
+
+    signer_key: str
+    health_state: Literal["unknown", "healthy", "degraded", "unhealthy"]
+    health_detail: JsonObject
+    last_health_at: datetime | None
+    registered: bool
+    observed_signer_address: str | None
+    observed_at: datetime | None
+    expected_signer_address: str | None
+    expected_set_by: str | None
+    expected_set_at: datetime | None
+    identity_posture: Literal["orphan", "unenrolled", "unobserved", "match", "mismatch"]
+    updated_at: datetime
+
+
+class SignerList(Out):
+    items: list[Signer]
+
+
+class SignerPath(QueryParams):
+    signer_key: SignerKey
+
+
+class ExpectedIdentity(Body):
+    expected_signer_address: EvmAddress
+
+
+class Worker(Out):
+    network_class: str
+    worker_name: str
+    worker_group: Literal["core", "sidecar"]
+    status: Literal["starting", "running", "backoff", "crashed", "stopped"]
+    instance_id: str | None
+    interval_seconds: float
+    started_at: datetime | None
+    last_beat_at: datetime | None
+    last_success_at: datetime | None
+    iterations: int
+    items: int
+    consecutive_errors: int
+    last_error: str | None
+    beat_age_seconds: float | None
+    stale_after_seconds: float
+    stale: bool = Field(description="claims to run but has not beaten within stale_after_seconds")
+
+
+class WorkerList(Out):
+    network_class: str
+    items: list[Worker]
+
+
+class WorkerQuery(QueryParams):
+    network_class: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = (
+        None
+    )
+
+
+class AuditEvent(Out):
+    id: int
+    actor: str
+    action: str
+    object_type: str
+    object_id: str
+    detail: JsonObject
+    occurred_at: datetime
+    promoted_at: datetime
+    prev_hash: str
+    row_hash: str
+
+
+class AuditPage(Out):
+    items: list[AuditEvent]
+    next_cursor: str | None
+
+
+SafeText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class AuditQuery(QueryParams):
+    object_type: SafeText | None = None
+    object_id: SafeText | None = None
+    actor: SafeText | None = None
+    action: SafeText | None = None
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
+# ------------------------------------------------------------------ health
+
+
+class Health(Out):
+    status: Literal["ok"]
+
+
+class Readiness(Out):
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, bool]
+    reasons: list[str]
+
+
+# ------------------------------------------------------------------ stream
+
+
+class StreamQuery(QueryParams):
+    after: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = Field(
+        default=None,
+        description="resume after this event id (the last one received); absent: live only",
+    )
+    request_id: uuid.UUID | None = None
+    types: Annotated[str, StringConstraints(max_length=1000)] | None = Field(
+        default=None, description="comma-separated event types, e.g. request_state_changed"
+    )
+    token: Annotated[str, StringConstraints(max_length=256)] | None = Field(
+        default=None, description="bearer token, for clients that cannot set headers"
+    )
+
+    def type_set(self) -> frozenset[str] | None:
+        if self.types is None:
+            return None
+        parts = [t.strip() for t in self.types.split(",") if t.strip()]
+        return frozenset(parts)

@@ -1,0 +1,100 @@
+"""Serving the API: Hypercorn's trio worker inside the caller's nursery.
+
+`serve_api` runs the event feed and the HTTP server side by side and reports
+where it listens through `task_status.started(...)` (port 0 asks the OS for a
+free port; tests use that). It runs until cancelled, or until `shutdown` is
+set, which lets Hypercorn finish in-flight requests first (graceful_timeout).
+Hypercorn's access log stays off: request lines would carry `?token=` for
+stream clients that cannot send headers.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from qtg.config import Settings
+from qtg.db import ListenHub
+from qtg.services.context import ServiceContext
+
+from .app import create_app
+from .feed import EventFeed
+
+log = logging.getLogger("qtg.api")
+
+GRACEFUL_SECONDS = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class ApiServer:
+    """Where a running API listens."""
+
+    host: str
+    port: int
+    app: Any
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return "ws" + self.url[len("http"):]
+
+
+def hypercorn_config(host: str, port: int) -> Config:
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = GRACEFUL_SECONDS
+    config.include_server_header = False
+    return config
+
+
+async def serve_api(
+    ctx: ServiceContext,
+    hub: ListenHub,
+    settings: Settings,
+    *,
+    shutdown: trio.Event | None = None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the API on MG_API_HOST:MG_API_PORT until cancelled (or `shutdown` is set)."""
+    app = create_app(ctx, hub)
+    feed: EventFeed = app.state.feed
+    config = hypercorn_config(settings.api_host, settings.api_port)
+    stop = shutdown or trio.Event()
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        feed.close_subscribers()  # stream clients get 1001 with their resume id
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(feed.run)
+        async with trio.open_nursery() as http:
+            binds: list[str] = await http.start(
+                lambda task_status: serve(
+                    app, config, shutdown_trigger=shutdown_trigger, task_status=task_status
+                )
+            )
+            host, port = _bound(binds[0])
+            server = ApiServer(host=host, port=port, app=app)
+            log.info("API listening", extra={"url": server.url})
+            task_status.started(server)
+        # Hypercorn has finished its graceful shutdown: stop the feed too.
+        nursery.cancel_scope.cancel()
+    log.info("API stopped")
+
+
+def _bound(bind: str) -> tuple[str, int]:
+    """('127.0.0.1', 8000) from Hypercorn's 'http://127.0.0.1:8000'."""
+    address = bind.split("://", 1)[1]
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)

@@ -1,0 +1,171 @@
+"""`WS /v3/stream`: movement events, backlog first, then live, resumable by event id.
+
+Query: `after=<event id>` (the last id the client received; absent: live
+events only), `request_id=<uuid>`, `types=a,b` (event types), and `token=`
+for clients that cannot set an `Authorization` header. Role: viewer.
+
+Messages (JSON text):
+- `{"type": "event", "id", "request_id", "node_key", "event_type",
+  "from_state", "to_state", "data", "occurred_at"}` in id order, with no gap
+  and no duplicate (qtg/api/feed.py proves it);
+- `{"type": "ping", "after": N}` every MG_STREAM_PING_INTERVAL_SECONDS while
+  idle: every matching event with id <= N has been sent, so N is a safe
+  `after` even for a filtered stream that has seen no event for a while.
+
+Refusals happen before the WebSocket is accepted, as an HTTP response with
+the usual error body (401/403/422). After acceptance the server closes with:
+- 4008 "slow consumer; resume with after=N": the client fell more than
+  MG_STREAM_CLIENT_BUFFER events behind. Everything before the close was
+  delivered; reconnecting with `after=N` loses nothing.
+- 1001 "server shutting down; resume with after=N".
+
+A client that stops reading altogether cannot be told anything: its socket
+is full. The feed drops its subscription at once (so it holds no events),
+and the connection ends when the client reads or goes away.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import trio
+from pydantic import ValidationError
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from qtg.services.tokens import Role
+
+from . import schemas as s
+from .auth import authenticate
+from .errors import ApiError, describe, error_body, json_response, validation_error
+from .feed import EventFeed
+from .routing import check_text
+
+log = logging.getLogger("qtg.api.stream")
+
+SLOW_CONSUMER = 4008
+GOING_AWAY = 1001
+_EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+class StreamSettings:
+    def __init__(self, *, ping_interval_seconds: float) -> None:
+        self.ping_interval_seconds = ping_interval_seconds
+
+
+async def stream_endpoint(websocket: WebSocket) -> None:
+    app_state = websocket.app.state
+    feed: EventFeed = app_state.feed
+    try:
+        params = _parse(websocket)
+        await authenticate(
+            app_state.ctx.db, websocket.headers, Role.viewer, query_token=params.token
+        )
+    except Exception as exc:
+        await _refuse(websocket, exc)
+        return
+    if not feed.ready.is_set():
+        await _refuse(websocket, ApiError(503, "NOT_READY", "the event stream is starting"))
+        return
+    await websocket.accept()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_disconnect, websocket, nursery.cancel_scope)
+            await _serve(websocket, feed, params, app_state.stream_settings)
+            nursery.cancel_scope.cancel()
+    except (WebSocketDisconnect, OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the client went away; nothing to tell it
+
+
+def _parse(websocket: WebSocket) -> s.StreamQuery:
+    values: dict[str, Any] = {}
+    for key, value in websocket.query_params.multi_items():
+        if key in values:
+            raise ApiError(422, "VALIDATION_FAILED", f"{key}: given more than once",
+                           {"field": key})
+        values[key] = value
+    try:
+        params = s.StreamQuery.model_validate(values)
+    except ValidationError as exc:
+        status, code, message, detail = validation_error(
+            exc.errors(include_url=False, include_input=False), "query"
+        )
+        raise ApiError(status, code, message, detail) from None
+    check_text(params.model_dump(), "query")
+    for event_type in params.type_set() or ():
+        if not _EVENT_TYPE.match(event_type):
+            raise ApiError(422, "VALIDATION_FAILED",
+                           f"types: {event_type!r} is not an event type name", {"field": "types"})
+    return params
+
+
+async def _refuse(websocket: WebSocket, exc: BaseException) -> None:
+    """An HTTP error response instead of the upgrade (ASGI websocket.http.response)."""
+    status, code, message, detail = describe(exc, where="WS /v3/stream")
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    response = json_response(error_body(code, message, detail), status, headers)
+    try:
+        await websocket.send_denial_response(response)
+    except RuntimeError:  # the server does not support denial responses
+        await websocket.close(code=1008, reason=message[:120])
+
+
+async def _watch_disconnect(websocket: WebSocket, scope: trio.CancelScope) -> None:
+    """Read (and ignore) client messages; a disconnect ends the whole connection."""
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            scope.cancel()
+            return
+
+
+async def _serve(
+    websocket: WebSocket, feed: EventFeed, params: s.StreamQuery, settings: StreamSettings
+) -> None:
+    types = params.type_set()
+    sub = feed.subscribe(request_id=params.request_id, types=types)
+    try:
+        last = sub.start if params.after is None else params.after
+        # Backlog: everything in (last, sub.start] from the table. If live
+        # events overflow the queue meanwhile (a long backlog while events
+        # pour in), subscribe again and keep reading the table: the client is
+        # reading, just far behind.
+        while True:
+            while True:
+                page = await feed.backlog_page(
+                    after=last, upto=sub.start, request_id=params.request_id, types=types
+                )
+                for event in page:
+                    await websocket.send_text(event.message)
+                    last = event.id
+                if len(page) < feed.page_size:
+                    break
+            if not sub.overflowed:
+                break
+            sub = feed.subscribe(request_id=params.request_id, types=types)
+        # Live.
+        while True:
+            with trio.move_on_after(settings.ping_interval_seconds) as idle:
+                try:
+                    event = await sub.events.receive()
+                except trio.EndOfChannel:
+                    break
+            if idle.cancelled_caught:
+                await websocket.send_text(_ping(max(last, feed.position)))
+                continue
+            if event.id <= last:
+                continue  # already sent from the backlog
+            await websocket.send_text(event.message)
+            last = event.id
+        if sub.overflowed:
+            log.info("stream client too slow; closing", extra={"after": last})
+            await websocket.close(SLOW_CONSUMER, f"slow consumer; resume with after={last}")
+        else:
+            await websocket.close(GOING_AWAY, f"server shutting down; resume with after={last}")
+    finally:
+        sub.close()
+
+
+def _ping(after: int) -> str:
+    return f'{{"type":"ping","after":{int(after)}}}'
