@@ -40,7 +40,7 @@ from typing import Any
 import trio
 
 from qtg.config import ConfigError, Settings
-from qtg.db import Database, ListenHub
+from qtg.db import Database, ListenHub, sql_family
 from qtg.db.migrate import MigrationError, check, migrate
 from qtg.runtime.heartbeats import Heartbeat, describe_error
 from qtg.runtime.logs import configure_logging, dsn_secrets
@@ -69,6 +69,10 @@ EXIT_CONFIG = 2
 
 #: How long the LISTEN connection may take to open at start-up.
 HUB_START_TIMEOUT_SECONDS = 30.0
+#: After a signal, how long statements may run on before they are cancelled.
+SHUTDOWN_GRACE_SECONDS = 2.0
+
+SQL = sql_family("runtime", "cancel_statements")
 
 
 class StartupError(RuntimeError):
@@ -232,22 +236,28 @@ async def serve(
     embedded = None
     db: Database | None = None
     code = EXIT_OK
+    shutdown = _Shutdown(application_name=f"qtg-runtime:{os.getpid()}")
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope)
-                dsn, embedded = await _database(settings, args)
-                db = Database(
-                    dsn,
-                    min_size=settings.db_pool_min_size,
-                    max_size=settings.db_pool_max_size,
-                    statement_timeout_ms=settings.statement_timeout_ms,
-                    callback_max_attempts=settings.callback_max_attempts,
-                    application_name="qtg-runtime",
-                )
-                await _open(db)
-                await _run(settings, args, dsn, db, nursery, specs, providers_factory,
-                           worker_factory, embedded=embedded is not None)
+            async with trio.open_nursery() as guard:
+                runtime_scope = trio.CancelScope()
+                guard.start_soon(_stop_on_signal, signals, runtime_scope, shutdown)
+                with runtime_scope:
+                    async with trio.open_nursery() as nursery:
+                        dsn, embedded = await _database(settings, args)
+                        shutdown.dsn = dsn
+                        db = Database(
+                            dsn,
+                            min_size=settings.db_pool_min_size,
+                            max_size=settings.db_pool_max_size,
+                            statement_timeout_ms=settings.statement_timeout_ms,
+                            callback_max_attempts=settings.callback_max_attempts,
+                            application_name=shutdown.application_name,
+                        )
+                        await _open(db)
+                        await _run(settings, args, dsn, db, nursery, specs, providers_factory,
+                                   worker_factory, embedded=embedded is not None)
+                guard.cancel_scope.cancel()  # stopped: the signal watcher is done too
         except Exception as exc:  # an ExceptionGroup from the nursery, or a plain error
             code = _exit_code(exc)
         finally:
@@ -284,11 +294,57 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _stop_on_signal(signals: Any, scope: trio.CancelScope) -> None:
+@dataclass
+class _Shutdown:
+    """What the shutdown watchdog needs to find this process's statements."""
+
+    application_name: str
+    dsn: str | None = None
+
+
+async def _stop_on_signal(
+    signals: Any, scope: trio.CancelScope, shutdown: _Shutdown
+) -> None:
+    """On SIGINT/SIGTERM cancel the runtime; then make sure no statement holds the exit up.
+
+    Cancellation unwinds every task at once, except one waiting on a statement
+    in a thread (trio cannot interrupt it; a lock wait could last until
+    statement_timeout). If shutdown is still going SHUTDOWN_GRACE_SECONDS
+    later, the watchdog asks PostgreSQL to cancel this process's running
+    statements; each fails, its transaction rolls back, and the exit goes on.
+    This task is itself cancelled as soon as the runtime has stopped.
+    """
     async for signum in signals:
         log.info(f"received {signal.Signals(signum).name}; stopping")
         scope.cancel()
+        break
+    else:
         return
+    await trio.sleep(SHUTDOWN_GRACE_SECONDS)
+    if shutdown.dsn is None:
+        return
+    try:
+        cancelled = await trio.to_thread.run_sync(
+            _cancel_statements, shutdown.dsn, shutdown.application_name
+        )
+    except Exception as exc:  # the database is gone: nothing is running there either
+        log.warning("could not cancel running statements", extra={"error": describe_error(exc)})
+        return
+    if cancelled:
+        log.warning(
+            f"cancelled {cancelled} statement(s) still running "
+            f"{SHUTDOWN_GRACE_SECONDS:g} s into shutdown"
+        )
+
+
+def _cancel_statements(dsn: str, application_name: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+        rows = conn.execute(
+            SQL.cancel_statements.text, {"application_name": application_name}
+        ).fetchall()
+    return sum(1 for (cancelled,) in rows if cancelled)
 
 
 async def _database(settings: Settings, args: argparse.Namespace) -> tuple[str, Any]:

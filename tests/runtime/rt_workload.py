@@ -66,6 +66,8 @@ COUNTS = Query(
     """,
 )
 
+SLEEP = Query("tests/rt_sleep", "SELECT pg_sleep(60)")
+
 BATCH = 5
 
 
@@ -74,7 +76,9 @@ async def process_jobs(ctx: ServiceContext) -> int:
 
     A job with payload 'hold' is marked done and then the transaction is held
     open forever — an in-flight pass, for the shutdown tests: its work must
-    roll back when the process is stopped.
+    roll back when the process is stopped. With payload 'block' the pass runs
+    a 60 s statement instead (a stand-in for a lock wait), which trio cannot
+    interrupt: the shutdown watchdog must cancel it.
     """
     async with ctx.db.transaction() as tx:
         rows = await tx.fetch(CLAIM, {"limit": BATCH})
@@ -83,6 +87,8 @@ async def process_jobs(ctx: ServiceContext) -> int:
         await tx.execute(MARK_DONE, {"ids": [r["id"] for r in rows], "by": str(os.getpid())})
         if any(r["payload"] == "hold" for r in rows):
             await trio.sleep_forever()
+        if any(r["payload"] == "block" for r in rows):
+            await tx.execute(SLEEP)
     return len(rows)
 
 

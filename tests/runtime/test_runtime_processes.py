@@ -89,7 +89,8 @@ def test_in_flight_transaction_rolls_back_on_sigterm(jobs_dsn, procs) -> None:
         lambda: query(
             jobs_dsn,
             "SELECT 1 FROM pg_stat_activity WHERE datname = current_database()"
-            " AND application_name = 'qtg-runtime' AND state = 'idle in transaction'",
+            " AND application_name = %s AND state = 'idle in transaction'",
+            (f"qtg-runtime:{proc.pid}",),
         ),
         5,
         "the pass to be in flight",
@@ -97,6 +98,30 @@ def test_in_flight_transaction_rolls_back_on_sigterm(jobs_dsn, procs) -> None:
     proc.send(signal.SIGTERM)
     assert proc.wait_exit(5) == 0
     assert counts(jobs_dsn) == (0, 1, 0)  # its UPDATE rolled back: still pending, never done
+
+
+def test_a_blocked_statement_does_not_hold_up_the_exit(jobs_dsn, procs) -> None:
+    proc = entry(procs, jobs_dsn)
+    proc.wait_ready()
+    add_jobs(jobs_dsn, 1, "block")  # the pass marks it done, then runs a 60 s statement
+    wait_until(
+        lambda: query(
+            jobs_dsn,
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+            " AND state = 'active' AND query LIKE '%%pg_sleep%%'",
+            (f"qtg-runtime:{proc.pid}",),
+        ),
+        5,
+        "the statement to be running",
+    )
+    started = time.monotonic()
+    proc.send(signal.SIGTERM)
+    assert proc.wait_exit(8) == 0
+    assert time.monotonic() - started < 5  # the grace (2 s), then the watchdog cancels
+    assert "cancelled 1 statement(s) still running 2 s into shutdown" in [
+        r["msg"] for r in proc.records()
+    ]
+    assert counts(jobs_dsn) == (0, 1, 0)  # rolled back
 
 
 def test_core_worker_failure_exits_non_zero_naming_it(jobs_dsn, procs, tmp_path: Path) -> None:
