@@ -15,9 +15,9 @@ at start-up what runs and why the rest does not.
 Adding a worker (the other issues do this):
 1. write the service pass `async def fn(ctx: ServiceContext) -> int` (and,
    if its work becomes due at a time, `async def next_due(ctx) -> datetime | None`);
-2. set `service=` (and `next_due=`) on its spec below — the always-on
-   sidecars are already declared with `service=None`, which the start-up
-   reports as "not implemented in this build" and skips;
+2. set `service=` (and `next_due=`) on its spec below — the conditional
+   workers qtg does not implement yet are declared with `service=None`, which
+   the start-up reports as "this build has no … service yet" and skips;
 3. if its interval has no setting yet, add one to qtg/config.py.
 Nothing else changes: the loop, wake-ups, heartbeats and supervision come
 from the spec.
