@@ -108,7 +108,9 @@ def test_five_node_chain_completes_by_itself_well_under_a_second(dsn, procs) -> 
     [rid] = create_and_approve(dsn, CHAIN)
     wait_until(lambda: all_completed(dsn, [rid]), 5, "the movement to complete")
     [(elapsed,)] = query(dsn, ELAPSED, (rid,))
-    assert float(elapsed) < 0.5, f"approve → COMPLETED took {elapsed} s"
+    # ~0.2 s on an idle 2-core machine; the bound leaves room for a busy CI box
+    # (a polling runtime at the reference's intervals needs 5 × (2 + 5) s worst case).
+    assert float(elapsed) < 1.0, f"approve → COMPLETED took {elapsed} s"
     assert submissions(dsn) == (2, 2, 0)  # burn and mint, once each
     proc.send(signal.SIGINT)
     assert proc.wait_exit(5) == 0
