@@ -6,14 +6,17 @@ row count), never for a fixed time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +143,21 @@ def query(dsn: str, text: str, params: Any = None) -> list[tuple]:
     with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
         cur = conn.execute(text, params)  # type: ignore[arg-type]
         return cur.fetchall() if cur.description else []
+
+
+@contextlib.contextmanager
+def private_dir(prefix: str) -> Iterator[Path]:
+    """A temporary directory for an embedded PostgreSQL, outside pytest's tmp tree.
+
+    As root, the embedded server runs as the user `pgserver` and needs o+rx on
+    every parent folder; another pytest session starting at the same moment
+    resets /tmp/pytest-of-<user> to 0700, pulling the ground from under initdb.
+    """
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def alive(pid: int) -> bool:

@@ -5,7 +5,6 @@ itself, and nothing is submitted twice."""
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 import pytest
 import trio
@@ -13,7 +12,14 @@ import trio
 from qtg.db import Database
 from qtg.db.embedded import EmbeddedPostgres
 from qtg.services.templates import create_template
-from runtime.rt_procs import RuntimeProcess, base_env, query, terminate_all, wait_until
+from runtime.rt_procs import (
+    RuntimeProcess,
+    base_env,
+    private_dir,
+    query,
+    terminate_all,
+    wait_until,
+)
 from runtime.test_runtime_end_to_end import CHAIN, POOL, create_and_approve, states, submissions
 
 pytestmark = pytest.mark.slow
@@ -48,11 +54,14 @@ def message(text: str):
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    pg = EmbeddedPostgres(tmp_path / "private-pg")
-    pg.start()
-    yield pg
-    pg.stop()
+def server():
+    with private_dir("qtg-rt-restart-") as path:
+        pg = EmbeddedPostgres(path / "private-pg")
+        pg.start()
+        try:
+            yield pg
+        finally:
+            pg.stop()
 
 
 def test_runtime_survives_a_database_restart(server: EmbeddedPostgres) -> None:

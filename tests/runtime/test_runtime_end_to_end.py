@@ -22,7 +22,15 @@ from qtg.db import Database
 from qtg.db.embedded import EmbeddedPostgres
 from qtg.runtime.demo import DEMO_TEMPLATES
 from qtg.services.movements import approve_movement, create_movement
-from runtime.rt_procs import RuntimeProcess, alive, base_env, query, terminate_all, wait_until
+from runtime.rt_procs import (
+    RuntimeProcess,
+    alive,
+    base_env,
+    private_dir,
+    query,
+    terminate_all,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -83,6 +91,12 @@ def submissions(dsn: str) -> tuple[int, int, int]:
 
 
 @pytest.fixture
+def data_root():
+    with private_dir("qtg-rt-e2e-") as path:
+        yield path
+
+
+@pytest.fixture
 def procs():
     started: list[RuntimeProcess] = []
     yield started
@@ -109,7 +123,7 @@ def test_five_node_chain_completes_by_itself_well_under_a_second(dsn, procs) -> 
     wait_until(lambda: all_completed(dsn, [rid]), 5, "the movement to complete")
     [(elapsed,)] = query(dsn, ELAPSED, (rid,))
     # ~0.2 s on an idle 2-core machine; the bound leaves room for a busy CI box
-    # (a polling runtime at the reference's intervals needs 5 × (2 + 5) s worst case).
+    # (a polling runtime at the reference's intervals needs up to 5 * (2 + 5) s).
     assert float(elapsed) < 1.0, f"approve → COMPLETED took {elapsed} s"
     assert submissions(dsn) == (2, 2, 0)  # burn and mint, once each
     proc.send(signal.SIGINT)
@@ -148,8 +162,8 @@ def test_two_runtimes_share_the_work_and_never_submit_twice(dsn, procs) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_embedded_first_run_flows_and_stops_postgres(tmp_path: Path, procs, sig) -> None:
-    data = tmp_path / "qtg-data"
+def test_embedded_first_run_flows_and_stops_postgres(data_root: Path, procs, sig) -> None:
+    data = data_root / "qtg-data"
     proc = RuntimeProcess.launcher(base_env(MG_EMBEDDED_DATA_DIR=str(data), **POOL), "--seed-demo")
     procs.append(proc)
     postgres = proc.wait_for(lambda r: r.get("msg") == "embedded PostgreSQL started", 60)
@@ -176,8 +190,10 @@ def test_embedded_first_run_flows_and_stops_postgres(tmp_path: Path, procs, sig)
     assert not (data / "pgdata" / "postmaster.pid").exists()
 
 
-def test_embedded_postgres_stopped_when_the_runtime_fails(tmp_path: Path, procs) -> None:
-    data = tmp_path / "qtg-data"
+def test_embedded_postgres_stopped_when_the_runtime_fails(
+    data_root: Path, tmp_path: Path, procs
+) -> None:
+    data = data_root / "qtg-data"
     trigger = tmp_path / "crash"
     proc = RuntimeProcess.entry(
         base_env(MG_EMBEDDED_DATA_DIR=str(data), RT_WORKERS="core_crasher",
