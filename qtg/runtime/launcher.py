@@ -263,10 +263,17 @@ async def serve(
         finally:
             with trio.CancelScope(shield=True):
                 if db is not None:
-                    await db.close()
+                    try:
+                        await db.close()
+                    except Exception as exc:  # still stop the embedded server below
+                        log.warning("closing the pool failed", extra={"error": describe_error(exc)})
                 if embedded is not None:
-                    await trio.to_thread.run_sync(embedded.stop)
-                    log.info("embedded PostgreSQL stopped")
+                    try:
+                        await trio.to_thread.run_sync(embedded.stop)
+                        log.info("embedded PostgreSQL stopped")
+                    except Exception as exc:
+                        log.error(f"embedded PostgreSQL did not stop: {describe_error(exc)}")
+                        code = code or EXIT_FAILURE
     log.info("qtg runtime stopped", extra={"exit_code": code})
     return code
 
