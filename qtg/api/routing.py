@@ -163,7 +163,12 @@ class _Runner:
         except ClientDisconnect:
             return Response(status_code=499)
         except Exception as exc:
-            return error_response(exc, where=self.where)
+            response = error_response(exc, where=self.where)
+            if response.status_code == 413:
+                # The rest of the body was not read: end the connection after
+                # answering rather than read (or wait for) megabytes for nothing.
+                response.headers["Connection"] = "close"
+            return response
 
 
 # ------------------------------------------------------------------ parsing
