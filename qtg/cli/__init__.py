@@ -24,6 +24,8 @@ from qtg.cli.common import EXPECTED_ERRORS, error_line
 COMMANDS: tuple[str, ...] = (
     "migrate",
     "audit",
+    "token",
+    "watch",
 )
 
 

@@ -1,0 +1,184 @@
+"""`qtg watch`: tail the movement event stream (WS /v3/stream) in a terminal.
+
+One line per event. The command resumes by itself: it remembers the last
+event id (and the `after` of each ping) and reconnects with it when the
+server closes the stream (4008 slow consumer, 1001 restart) or the network
+drops, so nothing is missed or shown twice. The token comes from `QTG_TOKEN`
+(preferred: argv is visible to other users) or `--token`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, TextIO
+from urllib.parse import urlencode, urlsplit
+
+import trio
+import trio_websocket
+
+from qtg.cli.common import CommandError
+from qtg.config import Settings
+from qtg.domain.states import RequestState
+
+#: A watched request in one of these states will not change again.
+FINAL_STATES = frozenset(
+    {RequestState.COMPLETED, RequestState.REJECTED, RequestState.EXPIRED, RequestState.CANCELLED}
+)
+RECONNECT_MAX_SECONDS = 5.0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "watch",
+        help="tail the movement event stream",
+        description="Print movement events as they happen (WS /v3/stream), one per line. "
+        "Token: QTG_TOKEN or --token.",
+    )
+    parser.add_argument("--url", help="API base URL (default: http://MG_API_HOST:MG_API_PORT)")
+    parser.add_argument("--token", help="bearer token (default: $QTG_TOKEN)")
+    parser.add_argument("--after", type=int, metavar="ID",
+                        help="start after this event id (0: from the beginning; default: now)")
+    parser.add_argument("--request-id", metavar="UUID", help="only this movement's events")
+    parser.add_argument("--types", metavar="T1,T2", help="only these event types")
+    parser.add_argument("--until-final", action="store_true",
+                        help="with --request-id: exit once the movement is COMPLETED, "
+                        "REJECTED, EXPIRED or CANCELLED")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get("QTG_TOKEN")
+    if not token:
+        raise CommandError("no token: set QTG_TOKEN (or pass --token)")
+    if args.until_final and not args.request_id:
+        raise CommandError("--until-final needs --request-id")
+    if args.after is not None and args.after < 0:
+        raise CommandError("--after must be 0 or more")
+    base = args.url or _default_url(Settings.from_env())
+    watcher = Watcher(base, token, after=args.after, request_id=args.request_id,
+                      types=args.types, until_final=args.until_final)
+    return trio.run(watcher.run)
+
+
+def _default_url(settings: Settings) -> str:
+    host = settings.api_host
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{settings.api_port}"
+
+
+def stream_url(base: str, params: dict[str, Any]) -> str:
+    parts = urlsplit(base)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    return f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}/v3/stream" + (
+        f"?{query}" if query else ""
+    )
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """One terminal line for an event message."""
+    when = str(event.get("occurred_at") or "")[11:23]
+    head = f"#{event['id']:<7} {when:<12} {event['request_id']}"
+    kind = event["event_type"]
+    data = event.get("data") or {}
+    if kind == "node_state_changed":
+        attempt = f" (attempt {data['attempt_no']})" if data.get("attempt_no") else ""
+        error = f" [{data['error_code']}]" if data.get("error_code") else ""
+        what = (f"node {event['node_key']}: {event['from_state']} -> {event['to_state']}"
+                f"{attempt}{error}")
+    elif kind == "request_state_changed":
+        what = f"request: {event['from_state']} -> {event['to_state']}"
+    elif kind == "request_created":
+        what = f"request: created ({event['to_state']})"
+    elif kind == "frontier_advanced":
+        what = f"frontier: {', '.join(data.get('frontier') or []) or '(empty)'}"
+    elif kind == "request_attention":
+        what = f"ATTENTION: {data.get('reason', 'needs a human')}"
+    else:
+        what = f"{kind} {json.dumps(data, separators=(',', ':'))}"
+    return f"{head}  {what}"
+
+
+class Watcher:
+    def __init__(
+        self,
+        base: str,
+        token: str,
+        *,
+        after: int | None,
+        request_id: str | None,
+        types: str | None,
+        until_final: bool,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+    ) -> None:
+        self.base = base
+        self.token = token
+        self.after = after
+        self.request_id = request_id
+        self.types = types
+        self.until_final = until_final
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+
+    async def run(self) -> int:
+        backoff = 0.5
+        while True:
+            url = stream_url(
+                self.base,
+                {"after": self.after, "request_id": self.request_id, "types": self.types},
+            )
+            try:
+                async with trio_websocket.open_websocket_url(
+                    url,
+                    extra_headers=[(b"authorization", f"Bearer {self.token}".encode())],
+                    connect_timeout=10,
+                    disconnect_timeout=2,
+                ) as ws:
+                    backoff = 0.5
+                    if await self._follow(ws):
+                        return 0
+            except trio_websocket.ConnectionRejected as exc:
+                body = (exc.body or b"").decode("utf-8", "replace")
+                try:
+                    message = json.loads(body)["error"]["message"]
+                except (ValueError, KeyError, TypeError):
+                    message = body or "refused"
+                raise CommandError(
+                    f"the stream refused us ({exc.status_code}): {message}"
+                ) from None
+            except trio_websocket.ConnectionClosed as exc:
+                reason = exc.reason
+                self._note(f"stream closed ({reason.code} {reason.reason or ''}); resuming")
+                if reason.code == 4008:
+                    continue  # slow consumer: catch up from where we are, at once
+            except (OSError, trio_websocket.HandshakeError, trio.TooSlowError) as exc:
+                self._note(f"cannot reach {self.base} ({type(exc).__name__}); retrying")
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)
+
+    async def _follow(self, ws: trio_websocket.WebSocketConnection) -> bool:
+        """Print events until the connection ends; True when the watch is over."""
+        while True:
+            message = json.loads(await ws.get_message())
+            if message.get("type") == "ping":
+                self.after = max(self.after or 0, int(message["after"]))
+                continue
+            if message.get("type") != "event":
+                continue
+            print(format_event(message), file=self.out, flush=True)
+            self.after = message["id"]
+            if (
+                self.until_final
+                and message["event_type"] == "request_state_changed"
+                and message["to_state"] in FINAL_STATES
+            ):
+                return True
+
+    def _note(self, text: str) -> None:
+        print(f"qtg watch: {text}", file=self.err, flush=True)

@@ -1,0 +1,110 @@
+"""`qtg token …` and `qtg watch` as real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from qtg.cli.watch import format_event, stream_url
+from qtg.db import Query
+from qtg.services import tokens
+
+from .conftest import Api, make_movement, make_template
+from .streaming import until
+
+QTG = [str(Path(sys.executable).parent / "qtg")]
+HASHES = Query("t/hashes", "SELECT name, token_hash, revoked_at FROM api_tokens ORDER BY name")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
+    env.update(extra)
+    return env
+
+
+async def _qtg(*args: str, **env: str) -> subprocess.CompletedProcess[bytes]:
+    return await trio.run_process(
+        [*QTG, *args], capture_stdout=True, capture_stderr=True, check=False, env=_env(**env)
+    )
+
+
+async def test_token_create_list_revoke(dsn: str, db: Any) -> None:
+    created = await _qtg("token", "create", "--name", "carol", "--role", "viewer",
+                         "--database-url", dsn)
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.decode().strip()
+    assert token.startswith("qtg_") and "\n" not in token
+    assert b"shown once" in created.stderr
+    rows = await db.fetch(HASHES)
+    assert [(r["name"], r["token_hash"]) for r in rows] == [("carol", tokens.hash_token(token))]
+    assert (await tokens.authenticate(db, token)).name == "carol"
+
+    again = await _qtg("token", "create", "--name", "carol", "--role", "admin",
+                       "--database-url", dsn)
+    assert again.returncode == 2 and b"revoke it first" in again.stderr
+
+    listed = await _qtg("token", "list", "--database-url", dsn)
+    assert listed.returncode == 0 and b"carol" in listed.stdout and b"viewer" in listed.stdout
+    assert token.encode() not in listed.stdout
+
+    revoked = await _qtg("token", "revoke", "--name", "carol", "--database-url", dsn)
+    assert revoked.returncode == 0, revoked.stderr
+    assert await tokens.authenticate(db, token) is None
+    gone = await _qtg("token", "revoke", "--name", "carol", "--database-url", dsn)
+    assert gone.returncode == 2 and b"no live token" in gone.stderr
+
+
+async def test_watch_tails_a_movement_to_completion(api: Api) -> None:
+    await make_template(api)
+    movement = await make_movement(api, who="alice")
+    rid = movement["id"]
+    result: list[subprocess.CompletedProcess[bytes]] = []
+
+    async def watch() -> None:
+        result.append(await _qtg(
+            "watch", "--url", api.url, "--request-id", rid, "--until-final",
+            QTG_TOKEN=api.tokens["vic"],
+        ))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await until(lambda: api.feed.subscriber_count >= 1, deadline=20)
+            assert (await api["bob"].post(f"/v3/movements/{rid}/approve")).status_code == 200
+            r = await api["bob"].post(f"/v3/movements/{rid}/nodes/confirm/complete")
+            assert r.status_code == 200
+    done = result[0]
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert any("request: PENDING_APPROVAL -> APPROVED" in line for line in lines), lines
+    assert any("node confirm: READY -> COMPLETED" in line for line in lines), lines
+    assert "COMPLETED" in lines[-1] and "request:" in lines[-1]
+    ids = [int(line.split()[0][1:]) for line in lines]
+    assert ids == sorted(set(ids))
+
+
+async def test_watch_refuses_without_a_valid_token(api: Api) -> None:
+    missing = await _qtg("watch", "--url", api.url)
+    assert missing.returncode == 2 and b"QTG_TOKEN" in missing.stderr
+    bad = await _qtg("watch", "--url", api.url, QTG_TOKEN="qtg_nope")
+    assert bad.returncode == 2 and b"401" in bad.stderr
+
+
+def test_format_event_and_url() -> None:
+    base = {"id": 7, "request_id": "r1", "occurred_at": "2024-06-01T10:00:00.123456Z",
+            "node_key": None, "from_state": None, "to_state": None, "data": {}}
+    assert format_event({**base, "event_type": "node_state_changed", "node_key": "burn",
+                         "from_state": "READY", "to_state": "SUBMITTING",
+                         "data": {"attempt_no": 1}}).endswith(
+        "node burn: READY -> SUBMITTING (attempt 1)")
+    assert format_event({**base, "event_type": "frontier_advanced",
+                         "data": {"frontier": ["a", "b"]}}).endswith("frontier: a, b")
+    assert format_event(base | {"event_type": "request_created", "to_state": "X"}).startswith(
+        "#7       10:00:00.123 r1")
+    assert stream_url("https://h:1/base/", {"after": 3, "request_id": None}) == (
+        "wss://h:1/base/v3/stream?after=3")
