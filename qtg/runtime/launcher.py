@@ -103,6 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="register the demo templates on the sandbox provider at start-up (idempotent)",
     )
+    roles = parser.add_mutually_exclusive_group()
+    roles.add_argument(
+        "--api-only",
+        action="store_true",
+        help="serve the API (MG_API_HOST:MG_API_PORT) without running any worker",
+    )
+    roles.add_argument(
+        "--workers-only", action="store_true", help="run the workers without serving the API"
+    )
     return parser
 
 
@@ -132,8 +141,16 @@ WorkerFactory = Callable[[LoadedWorker, Runtime], WorkerFn]
 
 
 def extra_services(runtime: Runtime) -> list[tuple[str, ExtraService]]:
-    """The services started beside the workers. Extension point: the API server goes here."""
-    return []
+    """The services started beside the workers: the API, unless --workers-only."""
+    if getattr(runtime.args, "workers_only", False):
+        return []
+    return [("qtg.api", _serve_api)]
+
+
+async def _serve_api(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    from qtg.api import serve_api
+
+    await serve_api(runtime.ctx, runtime.hub, runtime.settings, task_status=task_status)
 
 
 def default_providers(settings: Settings, db: Database) -> Any:
@@ -200,6 +217,8 @@ def main(
         print(f"qtg-runtime: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
     configure_logging(settings.log_level, settings.log_format, secrets=_secrets(settings))
+    if args.api_only:
+        settings = settings.replace(workers_enabled=False)  # the API alone: no worker runs
     try:
         return trio.run(
             functools.partial(

@@ -172,3 +172,10 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
 
     for name in set(re.findall(r'"#/components/schemas/([^"]+)"', text)):
         assert name in schemas, name
+
+
+async def test_head_requests(api: Api) -> None:
+    r = await api["anon"].head("/healthz")
+    assert r.status_code == 200 and r.content == b""
+    r = await api["vic"].head("/v3/movements")
+    assert r.status_code == 200 and r.content == b""

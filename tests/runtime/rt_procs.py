@@ -30,6 +30,7 @@ BIN = REPO / "bin" / "qtg-runtime"
 def base_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
     env.update({"MG_LOG_FORMAT": "json", "MG_DB_POOL_MIN_SIZE": "1", "MG_DB_POOL_MAX_SIZE": "4"})
+    env["MG_API_PORT"] = "0"  # the runtime serves the API: an ephemeral port, so runs never clash
     env.update(overrides)
     return env
 
