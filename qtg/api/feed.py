@@ -304,10 +304,14 @@ class EventFeed:
                 last_round = trio.current_time()
                 try:
                     await self._round()
-                except psycopg.Error as exc:
+                except Exception as exc:
+                    # A round is safe to repeat: `position` only moves past events
+                    # already offered. A database outage (or a bug) must not take
+                    # the API, let alone the runtime around it, down with the feed.
                     self.stats.errors += 1
                     log.warning(
                         "event feed round failed; retrying",
+                        exc_info=not isinstance(exc, psycopg.Error),
                         extra={"error": str(exc).strip().splitlines()[0] if str(exc) else ""},
                     )
                     await trio.sleep(error_backoff)

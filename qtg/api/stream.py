@@ -17,7 +17,8 @@ the usual error body (401/403/422). After acceptance the server closes with:
 - 4008 "slow consumer; resume with after=N": the client fell more than
   MG_STREAM_CLIENT_BUFFER events behind. Everything before the close was
   delivered; reconnecting with `after=N` loses nothing.
-- 1001 "server shutting down; resume with after=N".
+- 1001 "server shutting down; resume with after=N";
+- 1013 "database unavailable; resume with after=N".
 
 A client that stops reading altogether cannot be told anything: its socket
 is full. The feed drops its subscription at once (so it holds no events),
@@ -30,6 +31,7 @@ import logging
 import re
 from typing import Any
 
+import psycopg
 import trio
 from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -46,6 +48,7 @@ log = logging.getLogger("qtg.api.stream")
 
 SLOW_CONSUMER = 4008
 GOING_AWAY = 1001
+TRY_AGAIN_LATER = 1013
 _EVENT_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
@@ -125,8 +128,8 @@ async def _serve(
 ) -> None:
     types = params.type_set()
     sub = feed.subscribe(request_id=params.request_id, types=types)
+    last = sub.start if params.after is None else params.after
     try:
-        last = sub.start if params.after is None else params.after
         # Backlog: everything in (last, sub.start] from the table. If live
         # events overflow the queue meanwhile (a long backlog while events
         # pour in), subscribe again and keep reading the table: the client is
@@ -163,6 +166,9 @@ async def _serve(
             await websocket.close(SLOW_CONSUMER, f"slow consumer; resume with after={last}")
         else:
             await websocket.close(GOING_AWAY, f"server shutting down; resume with after={last}")
+    except psycopg.Error:
+        log.warning("stream backlog read failed; closing", extra={"after": last})
+        await websocket.close(TRY_AGAIN_LATER, f"database unavailable; resume with after={last}")
     finally:
         sub.close()
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
+
+import httpx
 
 from qtg.db import Query
 
@@ -179,3 +182,22 @@ async def test_head_requests(api: Api) -> None:
     assert r.status_code == 200 and r.content == b""
     r = await api["vic"].head("/v3/movements")
     assert r.status_code == 200 and r.content == b""
+
+
+async def test_readyz_is_503_with_reasons_when_listen_is_down(
+    db: Any, dsn: str, nursery: Any
+) -> None:
+    from qtg.db import ListenHub
+
+    from .conftest import api_settings, start_api
+
+    idle_hub = ListenHub(dsn)  # never started: no LISTEN connection
+    server = await start_api(nursery, db, idle_hub, api_settings(dsn))
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        r = await client.get("/readyz")
+        assert (await client.get("/healthz")).status_code == 200
+    assert r.status_code == 503
+    body = r.json()
+    assert body["status"] == "not_ready"
+    assert body["checks"] == {"database": True, "migrations": True, "listen": False}
+    assert any(reason.startswith("listen:") for reason in body["reasons"])
