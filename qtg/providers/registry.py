@@ -18,7 +18,7 @@ is refused (`AmbiguousExecutorError`) so the plan must say which one.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,19 @@ class ProviderRegistry:
         self._executors: dict[str, Executor] = {}
         self._by_action_type: dict[str, list[str]] = {}
         self._signers: dict[str, Signer] = {}
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+
+    # ------------------------------------------------------------ lifecycle
+
+    def add_closer(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Something a provider holds (its own connection pool, an HTTP client)
+        that must be released when the runtime stops."""
+        self._closers.append(closer)
+
+    async def aclose(self) -> None:
+        """Release what providers hold, last registered first."""
+        while self._closers:
+            await self._closers.pop()()
 
     # ------------------------------------------------------------ registration
 

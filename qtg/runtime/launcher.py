@@ -164,7 +164,8 @@ def build_worker(worker: LoadedWorker, runtime: Runtime) -> WorkerFn:
     resolved, spec, settings = worker.resolved, worker.resolved.spec, runtime.settings
     assert resolved.interval is not None
     wakeup = (
-        runtime.hub.subscribe(spec.channel) if spec.channel is not None and settings.reactive
+        runtime.hub.subscribe(spec.channel)
+        if spec.channel is not None and settings.reactive
         else None
     )
     row = heartbeat_rows.HeartbeatRow(resolved.name, resolved.group, resolved.interval)
@@ -254,6 +255,7 @@ async def serve(
     """The whole life of the runtime inside one trio.run; returns the exit code."""
     embedded = None
     db: Database | None = None
+    closers: list[Callable[[], Awaitable[None]]] = []  # run on the way out, before the pool
     code = EXIT_OK
     shutdown = _Shutdown(application_name=f"qtg-runtime:{os.getpid()}")
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -274,13 +276,30 @@ async def serve(
                             application_name=shutdown.application_name,
                         )
                         await _open(db)
-                        await _run(settings, args, dsn, db, nursery, specs, providers_factory,
-                                   worker_factory, embedded=embedded is not None)
+                        await _run(
+                            settings,
+                            args,
+                            dsn,
+                            db,
+                            nursery,
+                            specs,
+                            providers_factory,
+                            worker_factory,
+                            closers,
+                            embedded=embedded is not None,
+                        )
                 guard.cancel_scope.cancel()  # stopped: the signal watcher is done too
         except Exception as exc:  # an ExceptionGroup from the nursery, or a plain error
             code = _exit_code(exc)
         finally:
             with trio.CancelScope(shield=True):
+                for closer in reversed(closers):
+                    try:
+                        await closer()
+                    except Exception as exc:
+                        log.warning(
+                            "releasing a provider failed", extra={"error": describe_error(exc)}
+                        )
                 if db is not None:
                     try:
                         await db.close()
@@ -328,9 +347,7 @@ class _Shutdown:
     dsn: str | None = None
 
 
-async def _stop_on_signal(
-    signals: Any, scope: trio.CancelScope, shutdown: _Shutdown
-) -> None:
+async def _stop_on_signal(signals: Any, scope: trio.CancelScope, shutdown: _Shutdown) -> None:
     """On SIGINT/SIGTERM cancel the runtime; then make sure no statement holds the exit up.
 
     Cancellation unwinds every task at once, except one waiting on a statement
@@ -433,8 +450,7 @@ async def _open(db: Database) -> None:
         await db.open()
     except Exception as exc:  # psycopg_pool.PoolTimeout and friends
         raise StartupError(
-            f"cannot open the database pool within {db.connect_timeout:g} s: "
-            f"{describe_error(exc)}"
+            f"cannot open the database pool within {db.connect_timeout:g} s: {describe_error(exc)}"
         ) from exc
 
 
@@ -447,6 +463,7 @@ async def _run(
     specs: Sequence[WorkerSpec],
     providers_factory: ProvidersFactory,
     worker_factory: WorkerFactory,
+    closers: list[Callable[[], Awaitable[None]]],
     *,
     embedded: bool,
 ) -> None:
@@ -458,6 +475,8 @@ async def _run(
             f"the LISTEN connection did not open within {HUB_START_TIMEOUT_SECONDS:g} s"
         )
     providers = providers_factory(settings, db)
+    if hasattr(providers, "aclose"):
+        closers.append(providers.aclose)
     runtime = Runtime(
         settings=settings,
         args=args,
@@ -471,9 +490,7 @@ async def _run(
         await _seed_demo(runtime)
 
     validate(specs)
-    runtime.workers = resolve_workers(
-        settings, getattr(providers, "capabilities", ()), specs
-    )
+    runtime.workers = resolve_workers(settings, getattr(providers, "capabilities", ()), specs)
     _log_worker_set(runtime.workers)
     loaded = load(runtime.workers)
     if loaded:
@@ -482,15 +499,22 @@ async def _run(
             settings.network_class,
             runtime.instance_id,
             [
-                heartbeat_rows.HeartbeatRow(w.resolved.name, w.resolved.group,
-                                            w.resolved.interval or 0.0)
+                heartbeat_rows.HeartbeatRow(
+                    w.resolved.name, w.resolved.group, w.resolved.interval or 0.0
+                )
                 for w in loaded
             ],
         )
-        core = {w.resolved.name: worker_factory(w, runtime) for w in loaded
-                if w.resolved.group == "core"}
-        sidecars = {w.resolved.name: worker_factory(w, runtime) for w in loaded
-                    if w.resolved.group == "sidecar"}
+        core = {
+            w.resolved.name: worker_factory(w, runtime)
+            for w in loaded
+            if w.resolved.group == "core"
+        }
+        sidecars = {
+            w.resolved.name: worker_factory(w, runtime)
+            for w in loaded
+            if w.resolved.group == "sidecar"
+        }
         nursery.start_soon(
             functools.partial(
                 run_worker_groups,
@@ -531,8 +555,12 @@ def _log_worker_set(workers: list[ResolvedWorker]) -> None:
         log.log(
             level,
             f"worker {worker.describe()}",
-            extra={"worker": worker.name, "group": worker.group, "enabled": worker.enabled,
-                   "reason": worker.reason},
+            extra={
+                "worker": worker.name,
+                "group": worker.group,
+                "enabled": worker.enabled,
+                "reason": worker.reason,
+            },
         )
     log.info("worker set", extra={"running": [w.name for w in running(workers)]})
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from qtg.config import Settings
@@ -14,5 +16,9 @@ def settings(dsn: str) -> Settings:
 
 
 @pytest.fixture
-async def svc(db: Database, settings: Settings) -> ServiceContext:
-    return ServiceContext(db, settings, build_registry(settings, db))
+async def svc(db: Database, settings: Settings) -> AsyncIterator[ServiceContext]:
+    providers = build_registry(settings, db)
+    try:
+        yield ServiceContext(db, settings, providers)
+    finally:
+        await providers.aclose()

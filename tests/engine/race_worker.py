@@ -25,14 +25,17 @@ async def main(dsn: str, deadline: float) -> int:
     settings = Settings.from_env({"MG_DATABASE_URL": dsn})
     async with Database(dsn, max_size=4) as db:
         svc = ServiceContext(db, settings, build_registry(settings, db))
-        with trio.move_on_after(deadline):
-            while await db.fetchval(UNFINISHED):
-                worked = await dispatch_ready_nodes(svc)
-                worked += await observe_active_nodes(svc)
-                worked += await recover_unknown_nodes(svc)
-                if not worked:
-                    await trio.sleep(0.01)  # a polling worker's interval
-            return 0
+        try:
+            with trio.move_on_after(deadline):
+                while await db.fetchval(UNFINISHED):
+                    worked = await dispatch_ready_nodes(svc)
+                    worked += await observe_active_nodes(svc)
+                    worked += await recover_unknown_nodes(svc)
+                    if not worked:
+                        await trio.sleep(0.01)  # a polling worker's interval
+                return 0
+        finally:
+            await svc.providers.aclose()
     return 1
 
 

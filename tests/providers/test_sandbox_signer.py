@@ -88,9 +88,12 @@ async def test_health_follows_settings_and_the_database(db: Database, dsn: str) 
     assert report.detail["provider"] == "sandbox"
     (signer,) = registry.signers()
     assert signer.signer_address == SandboxSigner("from-settings").signer_address  # type: ignore[attr-defined]
-    # a remote system that cannot be reached (here: a pool never opened) is reported, not raised
-    closed = Database(dsn, min_size=1, max_size=1, connect_timeout=0.5)
-    unreachable = SandboxExecutor(closed, SandboxSigner("k"))
+    await registry.aclose()
+    # a remote system that cannot be reached (nothing listens on port 1) is reported, not raised
+    nowhere = Database(
+        "postgresql://postgres@127.0.0.1:1/none", min_size=1, max_size=1, connect_timeout=0.5
+    )
+    unreachable = SandboxExecutor(nowhere, SandboxSigner("k"))
     report = await unreachable.health()
     assert report.state is HealthState.UNHEALTHY
     assert "error" in report.detail

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from qtg.config import ConfigError, Settings
+from qtg.db import Database
 from qtg.providers.base import HealthState
 from qtg.providers.sandbox.behaviour import Behaviour, Fail, SandboxConfigError, parse_behaviour
 from qtg.providers.sandbox.executor import (
@@ -30,7 +31,6 @@ from qtg.providers.sandbox.lanes import (
 from qtg.providers.sandbox.signer import SandboxSigner
 
 if TYPE_CHECKING:
-    from qtg.db import Database
     from qtg.providers.registry import ProviderRegistry
 
 
@@ -40,9 +40,20 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         raise ConfigError("MG_SANDBOX_SIGNER_KEY: must not be empty")
     signer = SandboxSigner(settings.sandbox_signer_key)
     registry.add_signer(signer)
+    # The "remote system" gets a pool of its own, as a real provider's service
+    # would have its own capacity: sharing the engine's pool let passes that hold
+    # a connection wait forever for a second one to reach the provider.
+    remote = Database(
+        db.dsn,
+        min_size=1,
+        max_size=settings.db_pool_max_size,
+        statement_timeout_ms=settings.statement_timeout_ms,
+        application_name="qtg-sandbox",
+    )
+    registry.add_closer(remote.close)
     registry.add_executor(
         SandboxExecutor(
-            db,
+            remote,
             signer,
             default_latency_ms=settings.sandbox_latency_ms,
             health_state=HealthState(settings.sandbox_health),
