@@ -1,0 +1,2 @@
+-- qtg-bench: audit facts not promoted yet.
+SELECT /* qtg-bench */ count(*) AS pending FROM audit_outbox

@@ -1,0 +1,2 @@
+-- The bench creates its own databases; {db} is filled with sql.Identifier.
+CREATE DATABASE {db}
