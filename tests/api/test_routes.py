@@ -160,6 +160,8 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
     from qtg.api.routes import all_endpoints
 
     assert routes == {(e.method, e.path) for e in all_endpoints()} | {("GET", "/openapi.json")}
+    operation_ids = [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
+    assert len(operation_ids) == len(set(operation_ids))
     create = doc["paths"]["/v3/movements"]["post"]
     assert {"201", "200", "400", "401", "403", "409", "422"} <= set(create["responses"])
     assert any(p["name"] == "Idempotency-Key" and p["in"] == "header"
