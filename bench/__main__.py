@@ -45,10 +45,8 @@ def scale(quick: bool) -> dict[str, Any]:
         "dag_warmup": 10,
         "dag_polling_samples": 8,
         "dag_polling_runtimes": 4,
-        "drain_limit_s": 120,
+        "drain_limit_s": 60,
         "polling_window_s": 40,
-        "memory_rounds": 3,
-        "round_movements": 300,
         "profile_s": 15,
         "pgbench_s": 10,
     }
@@ -64,10 +62,8 @@ def scale(quick: bool) -> dict[str, Any]:
         "dag_warmup": 5,
         "dag_polling_samples": 2,
         "dag_polling_runtimes": 2,
-        "drain_limit_s": 60,
+        "drain_limit_s": 30,
         "polling_window_s": 12,
-        "memory_rounds": 2,
-        "round_movements": 100,
         "profile_s": 5,
         "pgbench_s": 4,
     }
@@ -106,7 +102,9 @@ class Bench:
         start = self.monitor.mark()
         began = time.monotonic()
         value = await fn()
-        self.r.others[name] = load.LoadMonitor.others_share(start, self.monitor.mark())
+        end = self.monitor.mark()
+        self.r.others[name] = load.LoadMonitor.others_share(start, end)
+        self.r.busy[name] = load.LoadMonitor.busy_share(start, end)
         self.r.durations[name] = time.monotonic() - began
         return value
 
@@ -156,8 +154,7 @@ class Bench:
         self.say(f"backlog of {s['backlog_movements']} approved movements made in {took:.0f} s")
         n = s["backlog_movements"]
         for label, kwargs in (
-            ("1proc", {"memory_rounds": s["memory_rounds"],
-                       "round_movements": s["round_movements"]}),
+            ("1proc", {}),
             ("2proc", {"processes": 2}),
             ("notifyoff", {"notify": False}),
             ("profile", {"profile_s": s["profile_s"]}),

@@ -60,6 +60,12 @@ class LoadMonitor:
         others = (end.machine_s - start.machine_s) - (end.ours_s - start.ours_s)
         return max(0.0, others) / (wall * CORES)
 
+    @staticmethod
+    def busy_share(start: Mark, end: Mark) -> float:
+        """Share of all cores that were busy (anyone's work) in between."""
+        wall = end.at - start.at
+        return (end.machine_s - start.machine_s) / (wall * CORES) if wall > 0 else 0.0
+
     def _sample(self) -> None:
         pids = set(_descendants(os.getpid())) | set(self._extra_pids())
         with self._lock:

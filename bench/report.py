@@ -26,6 +26,7 @@ class Results:
     drains: dict[str, DrainResult] = field(default_factory=dict)
     idle: dict[bool, IdleMemory] = field(default_factory=dict)
     others: dict[str, float] = field(default_factory=dict)  # phase → others' CPU share
+    busy: dict[str, float] = field(default_factory=dict)  # phase → whole machine busy share
     durations: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -142,7 +143,15 @@ def _table(r: Results) -> str:
                      f"runtime {_pct(one.runtime_cpu_s / one.wall_s)} (trio thread "
                      f"{_pct(one.loop_thread_cpu_s / one.wall_s)}, other threads "
                      f"{_pct(one.other_threads_cpu_s / one.wall_s)}), PostgreSQL "
-                     f"{_pct(one.postgres_cpu_s / one.wall_s)}", "", ""))
+                     f"{_pct(one.postgres_cpu_s / one.wall_s)}; machine "
+                     f"{_pct(r.busy.get('drain-1proc-reactive'))} of 2 cores busy", "", ""))
+    if two and two.wall_s:
+        rows.append(("3. CPU during the drain (2 processes), share of one core",
+                     "(bound analysis)",
+                     f"runtimes {_pct(two.runtime_cpu_s / two.wall_s)}, PostgreSQL "
+                     f"{_pct(two.postgres_cpu_s / two.wall_s)}; machine "
+                     f"{_pct(r.busy.get('drain-2proc-reactive'))} of 2 cores busy; "
+                     f"{_f(two.per_node(two.round_trips))} round trips/node", "", ""))
     drain_row("4. Notify triggers off (qtg.notify=off), 1 process", "price of reactivity",
               "notifyoff", None)
     off = r.drains.get("notifyoff-reactive")
@@ -168,12 +177,14 @@ def _table(r: Results) -> str:
           if d and d.rss_after_mb else "—" for d in after),
         "",
     ))
-    if one and one.rss_rounds_mb:
-        growth = one.rss_rounds_mb[-1] - one.rss_rounds_mb[0]
-        rounds = " → ".join(_f(v) for v in [max(one.rss_after_mb), *one.rss_rounds_mb])
-        rows.append(("5. Memory over repeated runs (same process)", "no growth",
-                     f"{rounds} MB (growth {_f(growth)} MB over rounds){_ok(growth < 2)}",
-                     "", ""))
+    if one and len(one.rss_trace_mb) >= 4:
+        trace = one.rss_trace_mb
+        quarters = [trace[max(0, len(trace) * q // 4 - 1)] for q in (1, 2, 3, 4)]
+        growth = quarters[-1] - quarters[0]
+        rows.append(("5. Memory while draining (same process, at ¼ ½ ¾ end of the drain)",
+                     "no growth",
+                     f"{' → '.join(_f(v) for v in quarters)} MB (growth {_f(growth)} MB over "
+                     f"{one.nodes_completed * 3 // 4:,} nodes){_ok(growth < 2)}", "", ""))
     rows.append(("6. Database limit (same server, same settings)", "(reference)", db, "",
                  _pct(r.others.get("pgbench"))))
     if r.round_trips:

@@ -15,8 +15,8 @@ Beside the rate, each drain records:
   inside triggers do not), and the commits among them;
 - CPU seconds of the runtime processes and of every PostgreSQL process over
   the drain, against its wall time (2 cores);
-- resident memory of each runtime after the drain, and, when asked, after
-  further rounds of new movements in the same process (growth = a leak).
+- resident memory of the first runtime at every progress tick (growth while
+  it works through thousands of nodes = a leak) and of each runtime after.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ import trio
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from bench import procs, profile, workload
+from bench import procs, profile
 from bench.queries import bench_sql
 from bench.server import PrivateServer
-from qtg.db import Database, sql_family
+from qtg.db import sql_family
 
 SQL = bench_sql(
     "start_gate",
@@ -59,7 +59,6 @@ SAVEPOINT_STATEMENTS = ("SAVEPOINT ", "RELEASE SAVEPOINT ", "ROLLBACK TO SAVEPOI
 
 PROGRESS_EVERY_SECONDS = 0.25
 DRAIN_TIMEOUT_SECONDS = 300.0
-ROUND_TIMEOUT_SECONDS = 120.0
 MARKER = "%qtg-bench%"
 #: Wait-event samples per second during a profiled drain.
 WAIT_SAMPLE_HZ = 50
@@ -86,7 +85,7 @@ class DrainResult:
     other_threads_cpu_s: float = 0.0  # first runtime: every other thread
     postgres_cpu_s: float = 0.0
     rss_after_mb: list[float] = field(default_factory=list)
-    rss_rounds_mb: list[float] = field(default_factory=list)
+    rss_trace_mb: list[float] = field(default_factory=list)  # first runtime, every progress tick
     queue: dict[str, list[int]] = field(default_factory=dict)  # node counts per progress sample
     wait_events: Counter[str] = field(default_factory=Counter)
     profile: profile.ProfileSummary | None = None
@@ -127,8 +126,6 @@ async def drain(
     reactive: bool = True,
     notify: bool = True,
     window_s: float | None = None,
-    memory_rounds: int = 0,
-    round_movements: int = 0,
     profile_s: float = 0.0,
 ) -> DrainResult:
     """One drain on a fresh clone of `backlog_db`; see the module docstring."""
@@ -138,8 +135,7 @@ async def drain(
     try:
         if not notify:
             await trio.to_thread.run_sync(_admin, server, SQL.notify_off.text, name)
-        await _drain(server, dsn, name, result, window_s, memory_rounds, round_movements,
-                     profile_s)
+        await _drain(server, dsn, name, result, window_s, profile_s)
     finally:
         await trio.to_thread.run_sync(server.drop_database, name)
     return result
@@ -151,8 +147,6 @@ async def _drain(
     name: str,
     result: DrainResult,
     window_s: float | None,
-    memory_rounds: int,
-    round_movements: int,
     profile_s: float,
 ) -> None:
     env = procs.runtime_env(dsn, reactive=result.reactive)
@@ -166,7 +160,8 @@ async def _drain(
             pids = [rt.pid for rt in runtimes]
             pg_before = procs.cpu_by_pid(server.postgres_pids())
             rt_before = procs.cpu_seconds(pids)
-            threads_before = procs.thread_cpu(pids[0])
+            first_before = procs.cpu_seconds(pids[:1])
+            loop_before = procs.thread_cpu(pids[0]).get(pids[0], 0.0)
             released = time.monotonic()
             await trio.to_thread.run_sync(gate.commit)  # the gate opens
 
@@ -176,18 +171,17 @@ async def _drain(
                     side.start_soon(trio.to_thread.run_sync, sampler.run)
                     side.start_soon(_record_profile, runtimes[0].pid, profile_s, result)
                 limit = window_s or (profile_s or DRAIN_TIMEOUT_SECONDS)
-                finished = await _wait_drained(monitor, result, limit)
+                finished = await _wait_drained(monitor, result, limit, runtimes[0])
                 if sampler is not None:
                     sampler.stop()
             result.wall_s = time.monotonic() - released
             result.runtime_cpu_s = procs.cpu_seconds(pids) - rt_before
-            threads = procs.thread_cpu(pids[0])
-            for tid, cpu in threads.items():
-                spent = cpu - threads_before.get(tid, 0.0)
-                if tid == pids[0]:
-                    result.loop_thread_cpu_s += spent
-                else:
-                    result.other_threads_cpu_s += spent
+            result.loop_thread_cpu_s = (
+                procs.thread_cpu(pids[0]).get(pids[0], 0.0) - loop_before
+            )
+            result.other_threads_cpu_s = (
+                procs.cpu_seconds(pids[:1]) - first_before - result.loop_thread_cpu_s
+            )
             pg_after = procs.cpu_by_pid(server.postgres_pids())
             result.postgres_cpu_s = sum(
                 cpu - pg_before.get(pid, 0.0) for pid, cpu in pg_after.items()
@@ -201,9 +195,6 @@ async def _drain(
                 )
             await trio.to_thread.run_sync(_collect, monitor, server, name, result)
             result.rss_after_mb = [rt.rss_mb() for rt in runtimes]
-            for _ in range(memory_rounds):
-                await _memory_round(dsn, monitor, round_movements, result)
-                result.rss_rounds_mb.append(runtimes[0].rss_mb())
             for rt in runtimes:
                 result.problems.extend(f"{rt.name}: {p}" for p in rt.problems())
     finally:
@@ -212,8 +203,10 @@ async def _drain(
 
 
 async def _wait_drained(monitor: psycopg.Connection[Any], result: DrainResult,
-                        limit_s: float, *, track: bool = True) -> bool:
-    """Until every movement is COMPLETED (True) or `limit_s` passed (False)."""
+                        limit_s: float, rt: procs.Runtime) -> bool:
+    """Until every movement is COMPLETED (True) or `limit_s` passed (False).
+
+    Every tick also records the backlog by node state and `rt`'s resident memory."""
     with trio.move_on_after(limit_s):
         while True:
             progress = await trio.to_thread.run_sync(_fetchone, monitor, SQL.drain_progress.text)
@@ -221,8 +214,9 @@ async def _wait_drained(monitor: psycopg.Connection[Any], result: DrainResult,
                 raise RuntimeError(
                     f"{result.label}: {progress['stuck']} movements stopped short of COMPLETED"
                 )
-            for state in ("ready", "submitting", "observing") if track else ():
+            for state in ("ready", "submitting", "observing"):
                 result.queue.setdefault(state, []).append(int(progress[state]))
+            result.rss_trace_mb.append(rt.rss_mb())
             if progress["completed"] == progress["total"]:
                 return True
             await trio.sleep(PROGRESS_EVERY_SECONDS)
@@ -263,18 +257,6 @@ def with_savepoints(statements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept.append({"query": "SAVEPOINT / RELEASE SAVEPOINT (2 per claim, inferred)",
                  "calls": 2 * claims, "exec_ms": 0.0})
     return sorted(kept, key=lambda s: -int(s["calls"]))
-
-
-async def _memory_round(dsn: str, monitor: psycopg.Connection[Any], count: int,
-                        result: DrainResult) -> None:
-    """`count` more movements created and approved while the runtime runs; wait for all."""
-    async with Database(dsn, min_size=1, max_size=4) as db:
-        await workload.create_movements(
-            db, workload.settings_for(dsn), workload.THREE_ACTIONS, count,
-            tag=f"round{len(result.rss_rounds_mb)}", approve=True,
-        )
-    if not await _wait_drained(monitor, result, ROUND_TIMEOUT_SECONDS, track=False):
-        result.problems.append(f"{result.label}: a memory round did not drain in time")
 
 
 async def _record_profile(pid: int, seconds: float, result: DrainResult) -> None:
