@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -264,76 +266,106 @@ async def _locked(tx: Tx, request_id: object) -> dict[str, Any]:
     return row
 
 
-def _conflict(
-    row: Mapping[str, Any], action: str, allowed: frozenset[RequestState] | set[RequestState]
-) -> Conflict:
+@dataclass(slots=True)
+class _Decision:
+    """One human decision in progress: the transaction, the locked request row, who."""
+
+    tx: Tx
+    row: dict[str, Any]
+    actor: str
+
+    async def snapshot(self) -> progress.Snapshot:
+        return await progress.load_snapshot(self.tx, self.row["id"])
+
+    async def finish(self, action: str, **detail: Any) -> dict[str, Any]:
+        """Write the decision's audit row and return the movement as it now is."""
+        await record_audit(
+            self.tx,
+            actor=self.actor,
+            action=f"movement.{action}",
+            object_type="movement",
+            object_id=self.row["id"],
+            detail=detail,
+        )
+        return await _movement(self.tx, self.row["id"])
+
+
+@asynccontextmanager
+async def _deciding(
+    db: Database, request_id: object, actor: str, verb: str, allowed: frozenset[RequestState]
+) -> AsyncIterator[_Decision]:
+    """Lock the request and check that its state allows `verb` (else a Conflict
+    carrying current_state); everything in the block is one transaction."""
+    async with db.transaction() as tx:
+        row = await _locked(tx, request_id)
+        if row["request_state"] not in allowed:
+            raise Conflict(
+                f"cannot {verb} a movement that is {row['request_state']}",
+                code="ILLEGAL_STATE",
+                detail={"current_state": row["request_state"], "allowed_states": sorted(allowed)},
+            )
+        yield _Decision(tx, row, actor)
+
+
+def _node_conflict(node: Mapping[str, Any], message: str, code: str) -> Conflict:
     return Conflict(
-        f"cannot {action} a movement that is {row['request_state']}",
-        code="ILLEGAL_STATE",
-        detail={
-            "current_state": row["request_state"],
-            "allowed_states": sorted(allowed),
-        },
+        message,
+        code=code,
+        detail={"current_state": node["node_state"], "node_key": node["node_key"]},
     )
+
+
+def _node_or_404(snap: progress.Snapshot, node_key: str) -> dict[str, Any]:
+    try:
+        return snap.node(node_key)
+    except KeyError:
+        raise NotFound(
+            f"movement has no node {node_key!r}", detail={"node_key": node_key}
+        ) from None
+
+
+_PENDING = frozenset({R.PENDING_APPROVAL})
 
 
 async def approve_movement(db: Database, request_id: object, *, actor: str) -> dict[str, Any]:
     """PENDING_APPROVAL → APPROVED; the frontier nodes become READY (a qtg_dispatch
     notify follows on commit). Four-eyes: the creator cannot approve."""
-    async with db.transaction() as tx:
-        row = await _locked(tx, request_id)
-        if row["request_state"] != R.PENDING_APPROVAL:
-            raise _conflict(row, "approve", {R.PENDING_APPROVAL})
-        if row["created_by"] == actor:
+    async with _deciding(db, request_id, actor, "approve", _PENDING) as d:
+        if d.row["created_by"] == actor:
             raise Forbidden(
                 "four-eyes: the principal who created a movement cannot approve it",
                 code="FOUR_EYES",
-                detail={"created_by": row["created_by"]},
+                detail={"created_by": d.row["created_by"]},
             )
-        if row["expires_at"] is not None and row["expires_at"] <= await _now(tx):
+        expires_at = d.row["expires_at"]
+        if expires_at is not None and expires_at <= await d.tx.fetchval(DB_SQL.now):
             raise Conflict(
                 "the approval window of this movement has passed",
                 code="APPROVAL_EXPIRED",
                 detail={
-                    "current_state": row["request_state"],
-                    "expires_at": row["expires_at"].isoformat(),
+                    "current_state": d.row["request_state"],
+                    "expires_at": expires_at.isoformat(),
                 },
             )
-        await tx.execute(SQL.approve_request, {"request_id": row["id"], "actor": actor})
-        await tx.fetch(SQL.release_roots, {"request_id": row["id"]})
-        snap = await progress.load_snapshot(tx, row["id"])
-        await progress.refresh_frontier(tx, snap)
-        await progress.settle_request_state(tx, snap)  # only-manual frontier: WAITING_MANUAL_ACTION
-        await record_audit(
-            tx, actor=actor, action="movement.approved", object_type="movement", object_id=row["id"]
-        )
-        return await _movement(tx, row["id"])
-
-
-async def _now(tx: Tx) -> datetime:
-    return await tx.fetchval(DB_SQL.now)
+        await d.tx.execute(SQL.approve_request, {"request_id": d.row["id"], "actor": actor})
+        await d.tx.fetch(SQL.release_roots, {"request_id": d.row["id"]})
+        snap = await d.snapshot()
+        await progress.refresh_frontier(d.tx, snap)
+        await progress.settle_request_state(
+            d.tx, snap
+        )  # only-manual frontier: WAITING_MANUAL_ACTION
+        return await d.finish("approved")
 
 
 async def reject_movement(
     db: Database, request_id: object, *, actor: str, reason: str | None = None
 ) -> dict[str, Any]:
-    async with db.transaction() as tx:
-        row = await _locked(tx, request_id)
-        if row["request_state"] != R.PENDING_APPROVAL:
-            raise _conflict(row, "reject", {R.PENDING_APPROVAL})
-        await tx.execute(
+    async with _deciding(db, request_id, actor, "reject", _PENDING) as d:
+        await d.tx.execute(
             SQL.decide_request,
-            {"request_id": row["id"], "actor": actor, "request_state": R.REJECTED},
+            {"request_id": d.row["id"], "actor": actor, "request_state": R.REJECTED},
         )
-        await record_audit(
-            tx,
-            actor=actor,
-            action="movement.rejected",
-            object_type="movement",
-            object_id=row["id"],
-            detail={"reason": reason},
-        )
-        return await _movement(tx, row["id"])
+        return await d.finish("rejected", reason=reason)
 
 
 _CANCELLABLE = frozenset(
@@ -347,34 +379,22 @@ async def cancel_movement(
     """Stop a movement. Refused while any node's side effect may be in flight
     (SUBMITTING/SUBMITTED/OBSERVING/UNKNOWN): cancelling cannot undo money that
     is moving; reconcile those nodes first."""
-    async with db.transaction() as tx:
-        row = await _locked(tx, request_id)
-        if row["request_state"] not in _CANCELLABLE:
-            raise _conflict(row, "cancel", _CANCELLABLE)
-        snap = await progress.load_snapshot(tx, row["id"])
+    async with _deciding(db, request_id, actor, "cancel", _CANCELLABLE) as d:
+        snap = await d.snapshot()
         in_flight = [n["node_key"] for n in snap.nodes if n["node_state"] in IN_FLIGHT_NODE_STATES]
         if in_flight:
             raise Conflict(
                 "cannot cancel while side effects may be in flight",
                 code="NODES_IN_FLIGHT",
-                detail={"current_state": row["request_state"], "nodes": in_flight},
+                detail={"current_state": d.row["request_state"], "nodes": in_flight},
             )
-        await tx.execute(SQL.skip_unstarted_nodes, {"request_id": row["id"]})
-        await tx.execute(
+        await d.tx.execute(SQL.skip_unstarted_nodes, {"request_id": d.row["id"]})
+        await d.tx.execute(
             SQL.decide_request,
-            {"request_id": row["id"], "actor": actor, "request_state": R.CANCELLED},
+            {"request_id": d.row["id"], "actor": actor, "request_state": R.CANCELLED},
         )
-        snap = await progress.load_snapshot(tx, row["id"])
-        await progress.refresh_frontier(tx, snap)
-        await record_audit(
-            tx,
-            actor=actor,
-            action="movement.cancelled",
-            object_type="movement",
-            object_id=row["id"],
-            detail={"reason": reason},
-        )
-        return await _movement(tx, row["id"])
+        await progress.refresh_frontier(d.tx, await d.snapshot())
+        return await d.finish("cancelled", reason=reason)
 
 
 _RESUMABLE = frozenset({R.MANUAL_INTERVENTION, R.WAITING_MANUAL_ACTION})
@@ -383,16 +403,9 @@ _RESUMABLE = frozenset({R.MANUAL_INTERVENTION, R.WAITING_MANUAL_ACTION})
 async def resume_movement(db: Database, request_id: object, *, actor: str) -> dict[str, Any]:
     """MANUAL_INTERVENTION / WAITING_MANUAL_ACTION → EXECUTING, so that the
     workers (recovery in particular) sweep it again (reference §3)."""
-    async with db.transaction() as tx:
-        row = await _locked(tx, request_id)
-        if row["request_state"] not in _RESUMABLE:
-            raise _conflict(row, "resume", _RESUMABLE)
-        snap = await progress.load_snapshot(tx, row["id"])
-        await progress.set_request_state(tx, snap, R.EXECUTING)
-        await record_audit(
-            tx, actor=actor, action="movement.resumed", object_type="movement", object_id=row["id"]
-        )
-        return await _movement(tx, row["id"])
+    async with _deciding(db, request_id, actor, "resume", _RESUMABLE) as d:
+        await progress.set_request_state(d.tx, await d.snapshot(), R.EXECUTING)
+        return await d.finish("resumed")
 
 
 _RETRYABLE = frozenset({R.FAILED, R.MANUAL_INTERVENTION, R.EXECUTING, R.WAITING_MANUAL_ACTION})
@@ -403,32 +416,24 @@ async def retry_node(
 ) -> dict[str, Any]:
     """A FAILED node goes back to READY for a new attempt (a new idempotency key:
     FAILED means the last attempt is known not to have moved money)."""
-    async with db.transaction() as tx:
-        row = await _locked(tx, request_id)
-        if row["request_state"] not in _RETRYABLE:
-            raise _conflict(row, "retry a node of", _RETRYABLE)
-        snap = await progress.load_snapshot(tx, row["id"])
+    async with _deciding(db, request_id, actor, "retry a node of", _RETRYABLE) as d:
+        snap = await d.snapshot()
         node = _node_or_404(snap, node_key)
         if node["node_state"] != N.FAILED:
-            raise Conflict(
+            raise _node_conflict(
+                node,
                 f"node {node_key} is {node['node_state']}; only a FAILED node can be retried",
-                code="ILLEGAL_NODE_STATE",
-                detail={"current_state": node["node_state"], "node_key": node_key},
+                "ILLEGAL_NODE_STATE",
             )
-        await tx.fetch(SQL.retry_node, {"request_id": row["id"], "node_key": node_key})
+        await d.tx.fetch(SQL.retry_node, {"request_id": d.row["id"], "node_key": node_key})
         node["node_state"] = N.READY
-        await progress.set_request_state(tx, snap, R.EXECUTING)
-        await progress.refresh_frontier(tx, snap)
-        await progress.settle_request_state(tx, snap)
-        await record_audit(
-            tx,
-            actor=actor,
-            action="movement.node_retried",
-            object_type="movement",
-            object_id=row["id"],
-            detail={"node_key": node_key, "attempt_no": node["attempt_no"]},
-        )
-        return await _movement(tx, row["id"])
+        await progress.set_request_state(d.tx, snap, R.EXECUTING)
+        await progress.refresh_frontier(d.tx, snap)
+        await progress.settle_request_state(d.tx, snap)
+        return await d.finish("node_retried", node_key=node_key, attempt_no=node["attempt_no"])
+
+
+_MANUAL_COMPLETABLE = frozenset({R.WAITING_MANUAL_ACTION, R.EXECUTING})
 
 
 async def complete_manual_node(
@@ -443,41 +448,19 @@ async def complete_manual_node(
     for any completion."""
     if artifacts is not None and not isinstance(artifacts, Mapping):
         raise InvalidInput("artifacts must be an object", detail={"field": "artifacts"})
-    async with db.transaction() as tx:
-        row = await _locked(tx, request_id)
-        allowed = {R.WAITING_MANUAL_ACTION, R.EXECUTING}
-        if row["request_state"] not in allowed:
-            raise _conflict(row, "complete a manual node of", allowed)
-        snap = await progress.load_snapshot(tx, row["id"])
+    verb = "complete a manual node of"
+    async with _deciding(db, request_id, actor, verb, _MANUAL_COMPLETABLE) as d:
+        snap = await d.snapshot()
         node = _node_or_404(snap, node_key)
         if node["node_kind"] != "manual":
-            raise Conflict(
-                f"node {node_key} is not a manual node",
-                code="NOT_MANUAL",
-                detail={"current_state": node["node_state"], "node_key": node_key},
-            )
+            raise _node_conflict(node, f"node {node_key} is not a manual node", "NOT_MANUAL")
         if node["node_state"] != N.READY:
-            raise Conflict(
+            raise _node_conflict(
+                node,
                 f"manual node {node_key} is {node['node_state']}, not READY",
-                code="ILLEGAL_NODE_STATE",
-                detail={"current_state": node["node_state"], "node_key": node_key},
+                "ILLEGAL_NODE_STATE",
             )
-        await progress.complete_node(tx, snap, node, {"completed_by": actor}, dict(artifacts or {}))
-        await record_audit(
-            tx,
-            actor=actor,
-            action="movement.manual_node_completed",
-            object_type="movement",
-            object_id=row["id"],
-            detail={"node_key": node_key},
+        await progress.complete_node(
+            d.tx, snap, node, {"completed_by": actor}, dict(artifacts or {})
         )
-        return await _movement(tx, row["id"])
-
-
-def _node_or_404(snap: progress.Snapshot, node_key: str) -> dict[str, Any]:
-    try:
-        return snap.node(node_key)
-    except KeyError:
-        raise NotFound(
-            f"movement has no node {node_key!r}", detail={"node_key": node_key}
-        ) from None
+        return await d.finish("manual_node_completed", node_key=node_key)
