@@ -91,7 +91,7 @@ async def create_proposal(
 ) -> dict[str, Any]:
     """Propose a new version of `template_key` (the template need not exist yet)."""
     risk_controls = {} if risk_controls is None else risk_controls
-    templates._check_header(template_key, name, risk_controls)
+    templates.check_template_header(template_key, name, risk_controls)
     description = "" if description is None else description
     if not isinstance(description, str):
         raise InvalidInput("description must be a string", detail={"field": "description"})

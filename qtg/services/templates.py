@@ -31,7 +31,8 @@ SQL = sql_family(
 _TEMPLATE_KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
 
 
-def _check_header(template_key: Any, name: Any, risk_controls: Any) -> None:
+def check_template_header(template_key: Any, name: Any, risk_controls: Any) -> None:
+    """Refuse a bad template key, name or risk_controls (InvalidInput naming the field)."""
     if not isinstance(template_key, str) or not _TEMPLATE_KEY.match(template_key):
         raise InvalidInput(
             "template_key must be 1-128 characters of a-z, 0-9, '_', '.', '-', starting "
@@ -60,7 +61,7 @@ async def create_template_version_in(
     and InvalidInput for a bad key, name or risk_controls.
     """
     risk_controls = {} if risk_controls is None else risk_controls
-    _check_header(template_key, name, risk_controls)
+    check_template_header(template_key, name, risk_controls)
     plan = compile_graph(graph)
     template = await tx.fetchrow(
         SQL.upsert_template,
