@@ -34,6 +34,7 @@ from qtg.db import Database, ListenHub, Query
 
 SQL = bench_sql(
     "pickup_latencies",
+    "pickup_breakdown",
     "dag_latencies",
     "request_state",
     "request_picked",
@@ -56,6 +57,7 @@ class LatencyResult:
     warmup: int
     runs: int = 1
     problems: list[str] = field(default_factory=list)
+    breakdown: dict[str, list[float]] = field(default_factory=dict)  # segment → ms per sample
 
     @property
     def summary(self) -> Summary:
@@ -69,6 +71,7 @@ class Spec:
     done: Query  # the per-sample "far enough" check
     is_done: Callable[[Any], bool]
     latencies: Query
+    breakdown: Query | None = None
 
 
 PICKUP = Spec(
@@ -77,6 +80,7 @@ PICKUP = Spec(
     SQL.request_state,
     lambda state: state == "COMPLETED",
     SQL.pickup_latencies,
+    SQL.pickup_breakdown,
 )
 # Polling pickup waits only for the claim: completing would add an observer
 # interval (5 s) per sample and nothing to the figure.
@@ -123,6 +127,10 @@ async def measure(
         warmup=warmup,
         runs=runs,
         problems=[p for r in results for p in r.problems],
+        breakdown={
+            segment: [v for r in results for v in r.breakdown.get(segment, [])]
+            for segment in (results[0].breakdown if results else {})
+        },
     )
 
 
@@ -162,12 +170,19 @@ async def _run(
                     problems = rt.problems()
                 nursery.cancel_scope.cancel()
             rows = await db.fetch(spec.latencies, {"ids": ids[warmup:]})
+            parts = (
+                await db.fetch(spec.breakdown, {"ids": ids[warmup:]}) if spec.breakdown else []
+            )
     finally:
         await trio.to_thread.run_sync(server.drop_database, name)
     values = [float(r["ms"]) for r in rows]
     if len(values) != samples:
         problems.append(f"{name}: {len(values)} of {samples} samples have both commits")
-    return LatencyResult(spec.figure, reactive, values, warmup, problems=problems)
+    breakdown = {
+        segment: [float(p[segment]) for p in parts] for segment in ("wake", "prepare", "commit")
+    } if parts else {}
+    return LatencyResult(spec.figure, reactive, values, warmup, problems=problems,
+                         breakdown=breakdown)
 
 
 async def _wait(db: Database, spec: Spec, request_id: Any, events: Any) -> None:

@@ -205,6 +205,21 @@ def _details(r: Results) -> list[str]:
             if res is not None and res.runs > 1:
                 out.append(f"\n{figure} ({'reactive' if mode else 'polling'}): "
                            f"{res.runs} runtimes side by side on their own databases.")
+    pickup = r.latency.get(("pickup", True))
+    if pickup is not None and pickup.breakdown:
+        out.append("\n## Where a pickup's time goes (reactive, idle runtime)\n")
+        out.append("From rows the claim transaction writes while it runs (see "
+                   "bench/sql/pickup_breakdown.sql):\n")
+        out.append("| segment | statements in it | p50 ms | p99 ms |\n|---|---|---|---|")
+        what = {"wake": "wake-up + BEGIN, list, SAVEPOINT, claim, RELEASE, load request, "
+                        "load nodes, UPDATE request",
+                "prepare": "load plan edges + drift check, context, preflight, prepare, "
+                           "sign (Python) + write-ahead UPDATE",
+                "commit": "COMMIT (+ WAL flush)"}
+        for segment, values in pickup.breakdown.items():
+            summary = Summary.of(values)
+            out.append(f"| {segment} | {what.get(segment, '')} | {_f(summary.p50, 2)} | "
+                       f"{_f(summary.p99, 2)} |")
     polling = [d for k, d in r.drains.items() if k.endswith("polling")]
     if polling:
         out.append(
