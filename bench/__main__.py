@@ -20,6 +20,7 @@ import datetime as dt
 import functools
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -67,6 +68,22 @@ def scale(quick: bool) -> dict[str, Any]:
         "profile_s": 5,
         "pgbench_s": 4,
     }
+
+
+def code_version() -> str:
+    """Which qtg was measured: the commit, and whether the engine had uncommitted edits."""
+    if os.environ.get("QTG_BENCH_COMMIT"):
+        return os.environ["QTG_BENCH_COMMIT"]
+    repo = Path(__file__).resolve().parents[1]
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False)
+    if head.returncode != 0:
+        return "unknown (not a git checkout)"
+    dirty = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--", "qtg", "sql", "migrations"],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()
+    return head.stdout.strip() + (" + uncommitted changes to qtg/sql" if dirty else "")
 
 
 def machine() -> str:
@@ -213,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         started=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         command="python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
         machine=machine(),
+        code=code_version(),
         scale=sizes,
     )
     with PrivateServer.running(keep=args.keep_server) as server:

@@ -45,6 +45,8 @@ SQL = bench_sql(
 RECHECK_SECONDS = 0.05
 #: How long one sample may take before the run is declared broken.
 SAMPLE_DEADLINE_SECONDS = 120.0
+#: The pickup's segments (bench/sql/pickup_breakdown.sql).
+SEGMENTS = ("wake", "claim", "prepare", "commit")
 #: The reference's dispatch interval, the pacing of polling-mode approvals.
 DISPATCH_INTERVAL_SECONDS = 2.0
 
@@ -178,9 +180,7 @@ async def _run(
     values = [float(r["ms"]) for r in rows]
     if len(values) != samples:
         problems.append(f"{name}: {len(values)} of {samples} samples have both commits")
-    breakdown = {
-        segment: [float(p[segment]) for p in parts] for segment in ("wake", "prepare", "commit")
-    } if parts else {}
+    breakdown = {segment: [float(p[segment]) for p in parts] for segment in SEGMENTS}
     return LatencyResult(spec.figure, reactive, values, warmup, problems=problems,
                          breakdown=breakdown)
 

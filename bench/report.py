@@ -18,6 +18,7 @@ class Results:
     started: str = ""
     command: str = ""
     machine: str = ""
+    code: str = ""
     server: dict[str, str] = field(default_factory=dict)
     scale: dict[str, Any] = field(default_factory=dict)
     pgbench_tps: dict[str, float] = field(default_factory=dict)  # run → TPS
@@ -49,6 +50,7 @@ def build(r: Results) -> str:
     out: list[str] = []
     out.append(f"# qtg benchmark — {r.started}\n")
     out.append(f"- command: `{r.command}`")
+    out.append(f"- qtg: {r.code}")
     out.append(f"- machine: {r.machine}")
     settings = ", ".join(f"{k}={v}" for k, v in sorted(r.server.items()))
     out.append(f"- PostgreSQL (private server, see bench/server.py): {settings}")
@@ -210,9 +212,10 @@ def _details(r: Results) -> list[str]:
         out.append("\n## Where a pickup's time goes (reactive, idle runtime)\n")
         out.append("From rows the claim transaction writes while it runs (see "
                    "bench/sql/pickup_breakdown.sql):\n")
-        out.append("| segment | statements in it | p50 ms | p99 ms |\n|---|---|---|---|")
-        what = {"wake": "wake-up + BEGIN, list, SAVEPOINT, claim, RELEASE, load request, "
-                        "load nodes, UPDATE request",
+        out.append("| segment | what | p50 ms | p99 ms |\n|---|---|---|---|")
+        what = {"wake": "READY commit → BEGIN: NOTIFY, hub, wake-up, pooled connection, BEGIN",
+                "claim": "list, SAVEPOINT, claim, RELEASE, load request, load nodes, "
+                         "UPDATE request",
                 "prepare": "load plan edges + drift check, context, preflight, prepare, "
                            "sign (Python) + write-ahead UPDATE",
                 "commit": "COMMIT (+ WAL flush)"}
