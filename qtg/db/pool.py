@@ -112,23 +112,23 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
-        """One transaction on one pooled connection: commit on success, else roll back."""
+        """One transaction on one pooled connection: commit on success, else roll back.
+
+        The connection is taken from the pool in the thread hop of the first
+        statement, and the commit (with any deferred writes) and the return
+        to the pool happen in one last hop, so a transaction of k statements
+        costs about k + 1 thread hops, not k + 3.
+        """
         if not self._opened:  # a pool created for later use (e.g. a provider's own)
             await self.open()
-        conn = await trio.to_thread.run_sync(
-            lambda: self._pool.getconn(timeout=self.connect_timeout)
-        )
-        tx = Tx(conn)
+        tx = Tx(self._pool, self.connect_timeout)
         try:
             yield tx
-            await trio.to_thread.run_sync(conn.commit)
         except BaseException:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_rollback_quietly, conn)
+                await trio.to_thread.run_sync(tx._finish, False)
             raise
-        finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self._pool.putconn, conn)
+        await trio.to_thread.run_sync(tx._finish, True)
 
     # Single-statement conveniences, each in its own transaction.
     async def execute(self, query: Query, params: Params = None) -> int:
@@ -166,22 +166,35 @@ def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
 
 
 class Tx:
-    """A transaction in progress. Methods take a `Query` (never a string) and params."""
+    """A transaction in progress. Methods take a `Query` (never a string) and params.
 
-    __slots__ = ("_conn", "_savepoints")
+    Every method runs in one thread hop. `defer()` queues a write whose result
+    nobody reads; queued writes are sent, in order and pipelined, ahead of the
+    next statement or the commit. An error in one surfaces there and rolls the
+    whole transaction back, as it would have at its own call.
+    """
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
+    __slots__ = ("_conn", "_pending", "_pool", "_savepoints", "_timeout")
+
+    def __init__(self, pool: ConnectionPool, timeout: float) -> None:
+        self._pool = pool
+        self._timeout = timeout
+        self._conn: psycopg.Connection[Any] | None = None
+        self._pending: list[tuple[Query, Params]] = []
         self._savepoints = itertools.count(1)
 
+    def defer(self, query: Query, params: Params = None) -> None:
+        """Queue a write to be sent with the next statement or the commit."""
+        self._pending.append((query, params))
+
     async def execute(self, query: Query, params: Params = None) -> int:
-        return await trio.to_thread.run_sync(self._execute, query, params)
+        return await trio.to_thread.run_sync(self._run, _execute, query, params)
 
     async def fetch(self, query: Query, params: Params = None) -> list[dict[str, Any]]:
-        return await trio.to_thread.run_sync(self._fetch, query, params)
+        return await trio.to_thread.run_sync(self._run, _fetch, query, params)
 
     async def fetchrow(self, query: Query, params: Params = None) -> dict[str, Any] | None:
-        return await trio.to_thread.run_sync(self._fetchrow, query, params)
+        return await trio.to_thread.run_sync(self._run, _fetchrow, query, params)
 
     async def fetchval(self, query: Query, params: Params = None) -> Any:
         row = await self.fetchrow(query, params)
@@ -189,23 +202,42 @@ class Tx:
             return None
         return next(iter(row.values()))
 
-    async def executemany(self, query: Query, params_seq: Sequence[Params]) -> None:
-        def run() -> None:
-            with self._conn.cursor() as cur:
-                cur.executemany(query.text, params_seq)  # type: ignore[arg-type]
+    async def fetch_many(
+        self, statements: Sequence[tuple[Query, Params]]
+    ) -> list[list[dict[str, Any]]]:
+        """Several reads in one hop; their row lists, in order."""
 
-        await trio.to_thread.run_sync(run)
+        def run(conn: psycopg.Connection[Any], _q: None, _p: None) -> list[list[dict[str, Any]]]:
+            return [_fetch(conn, q, p) for q, p in statements]
+
+        return await trio.to_thread.run_sync(self._run, run, None, None)
+
+    async def claim(self, query: Query, params: Params = None) -> dict[str, Any] | None:
+        """The reference's miss-only savepoint, in one hop: run a claim query
+        under a savepoint; on a miss roll the savepoint back, which releases any
+        partial lock the skipped attempt took; on a hit keep its locks."""
+        name = f"qtg_sp_{next(self._savepoints)}"
+
+        def run(conn: psycopg.Connection[Any], q: Query, p: Params) -> dict[str, Any] | None:
+            conn.execute(_SAVEPOINT.format(name))  # type: ignore[arg-type]
+            try:
+                row = _fetchrow(conn, q, p)
+            except BaseException:
+                _rollback_to(conn, name)
+                raise
+            if row is None:
+                _rollback_to(conn, name)
+            else:
+                conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
+            return row
+
+        return await trio.to_thread.run_sync(self._run, run, query, params)
 
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[Savepoint]:
-        """A savepoint: released on success, rolled back on exception or `rollback()`.
-
-        This is the reference's miss-only savepoint: a claim that misses calls
-        `rollback()`, which releases any partial locks the skipped attempt took,
-        while the outer transaction and its other locks go on.
-        """
+        """A savepoint: released on success, rolled back on exception or `rollback()`."""
         sp = Savepoint(self, f"qtg_sp_{next(self._savepoints)}")
-        await sp._begin()
+        await sp._control(_SAVEPOINT)
         try:
             yield sp
         except BaseException:
@@ -217,23 +249,68 @@ class Tx:
             await sp.release()
 
     # -- thread side
-    def _execute(self, query: Query, params: Params) -> int:
-        with self._conn.cursor() as cur:
-            cur.execute(query.text, params)  # type: ignore[arg-type]
-            return cur.rowcount
+    def _run(self, fn: Any, query: Any, params: Params) -> Any:
+        if self._conn is None:
+            self._conn = self._pool.getconn(timeout=self._timeout)
+        self._flush(self._conn)
+        return fn(self._conn, query, params)
 
-    def _fetch(self, query: Query, params: Params) -> list[dict[str, Any]]:
-        with self._conn.cursor() as cur:
-            cur.execute(query.text, params)  # type: ignore[arg-type]
-            return cur.fetchall() if cur.description else []
+    def _flush(self, conn: psycopg.Connection[Any]) -> None:
+        pending, self._pending = self._pending, []
+        if len(pending) == 1:
+            _execute(conn, *pending[0])
+        elif pending:
+            with conn.pipeline(), conn.cursor() as cur:
+                for query, params in pending:
+                    cur.execute(query.text, params)  # type: ignore[arg-type]
 
-    def _fetchrow(self, query: Query, params: Params) -> dict[str, Any] | None:
-        with self._conn.cursor() as cur:
-            cur.execute(query.text, params)  # type: ignore[arg-type]
-            return cur.fetchone() if cur.description else None
+    def _finish(self, commit: bool) -> None:
+        """Commit (sending deferred writes first) or roll back; always give the
+        connection back. A failed commit rolls back and raises."""
+        if commit and self._pending and self._conn is None:  # deferred writes only
+            self._conn = self._pool.getconn(timeout=self._timeout)
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if commit:
+                self._flush(conn)
+                conn.commit()
+            else:
+                _rollback_quietly(conn)
+        except BaseException:
+            _rollback_quietly(conn)
+            raise
+        finally:
+            self._pending = []
+            self._pool.putconn(conn)
 
-    def _control(self, statement: str) -> None:
-        self._conn.execute(statement)  # type: ignore[arg-type]
+
+def _execute(conn: psycopg.Connection[Any], query: Query, params: Params) -> int:
+    with conn.cursor() as cur:
+        cur.execute(query.text, params)  # type: ignore[arg-type]
+        return cur.rowcount
+
+
+def _fetch(conn: psycopg.Connection[Any], query: Query, params: Params) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(query.text, params)  # type: ignore[arg-type]
+        return cur.fetchall() if cur.description else []
+
+
+def _fetchrow(conn: psycopg.Connection[Any], query: Query, params: Params) -> dict[str, Any] | None:
+    with conn.cursor() as cur:
+        cur.execute(query.text, params)  # type: ignore[arg-type]
+        return cur.fetchone() if cur.description else None
+
+
+def _control(conn: psycopg.Connection[Any], statement: str, _params: Params) -> None:
+    conn.execute(statement)  # type: ignore[arg-type]
+
+
+def _rollback_to(conn: psycopg.Connection[Any], name: str) -> None:
+    conn.execute(_ROLLBACK_TO.format(name))  # type: ignore[arg-type]
+    conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
 
 
 class Savepoint:
@@ -244,15 +321,16 @@ class Savepoint:
         self.name = name
         self.done = False
 
-    async def _begin(self) -> None:
-        await trio.to_thread.run_sync(self.tx._control, _SAVEPOINT.format(self.name))
+    async def _control(self, template: str) -> None:
+        await trio.to_thread.run_sync(self.tx._run, _control, template.format(self.name), None)
 
     async def rollback(self) -> None:
         """Undo everything since the savepoint, including row locks, and end it."""
         self.done = True
-        await trio.to_thread.run_sync(self.tx._control, _ROLLBACK_TO.format(self.name))
-        await trio.to_thread.run_sync(self.tx._control, _RELEASE.format(self.name))
+        await trio.to_thread.run_sync(
+            self.tx._run, lambda conn, _q, _p: _rollback_to(conn, self.name), None, None
+        )
 
     async def release(self) -> None:
         self.done = True
-        await trio.to_thread.run_sync(self.tx._control, _RELEASE.format(self.name))
+        await self._control(_RELEASE)

@@ -58,14 +58,13 @@ async def promote_pending(db: Database, *, limit: int = PROMOTE_BATCH_SIZE) -> i
             return 0
         head = await tx.fetchval(SQL.chain_head) or audit_chain.GENESIS_HASH
         hashes = audit_chain.chain(head, rows)
-        await tx.executemany(
-            SQL.promote_one,
-            [
-                {"outbox_id": row["outbox_id"], "prev_hash": prev, "row_hash": current}
-                for row, (prev, current) in zip(rows, hashes, strict=True)
-            ],
-        )
-        await tx.execute(SQL.delete_promoted, {"ids": [row["outbox_id"] for row in rows]})
+        # sent pipelined, in this order, with the commit
+        for row, (prev, current) in zip(rows, hashes, strict=True):
+            tx.defer(
+                SQL.promote_one,
+                {"outbox_id": row["outbox_id"], "prev_hash": prev, "row_hash": current},
+            )
+        tx.defer(SQL.delete_promoted, {"ids": [row["outbox_id"] for row in rows]})
         return len(rows)
 
 

@@ -94,18 +94,15 @@ async def claim_ready_node(tx: Tx) -> dict[str, Any] | None:
         if not candidates:
             return None
         for candidate in candidates:
-            async with tx.savepoint() as savepoint:
-                row = await tx.fetchrow(SQL.claim_candidate, {"candidate_id": candidate["id"]})
-                if row is None:
-                    # roll back only this attempt, releasing any partial lock
-                    await savepoint.rollback()
-                    tried.append(candidate["id"])
-                    continue
-            return row
+            # a miss rolls back only this attempt's savepoint, releasing any partial lock
+            row = await tx.claim(SQL.claim_candidate, {"candidate_id": candidate["id"]})
+            if row is not None:
+                return row
+            tried.append(candidate["id"])
 
 
 async def _prepare(ctx: ServiceContext, tx: Tx, claimed: dict[str, Any]) -> Submission | None:
-    snap = await progress.load_snapshot(tx, claimed["request_id"])
+    snap = await progress.load_snapshot(tx, claimed["request_id"], plan_edges=True)
     node = snap.node_by_id(claimed["id"])
     if snap.request["request_state"] == R.APPROVED:
         await progress.set_request_state(tx, snap, R.EXECUTING)
@@ -121,9 +118,8 @@ async def _prepare(ctx: ServiceContext, tx: Tx, claimed: dict[str, Any]) -> Subm
         )
         await progress.node_finished_badly(tx, snap, node, N.FAILED, code, detail)
 
-    edges = await progress.load_plan_edges(tx, snap.request["template_version_id"])
     try:
-        drifted = plan_hash_drifted(snap.request, snap.nodes, edges)
+        drifted = plan_hash_drifted(snap.request, snap.nodes, snap.plan_edges)
     except PlanError as exc:
         drifted, why = True, f"stored plan no longer compiles: {exc}"
     else:
@@ -139,9 +135,7 @@ async def _prepare(ctx: ServiceContext, tx: Tx, claimed: dict[str, Any]) -> Subm
         return None
 
     if node["node_kind"] == "observe":
-        await tx.execute(
-            SQL.start_observing, {"node_id": node["id"], "attempt_no": context.attempt_no}
-        )
+        tx.defer(SQL.start_observing, {"node_id": node["id"], "attempt_no": context.attempt_no})
         return None
 
     violation = risk_control_violation(snap.request["risk_controls"], snap.request["intent"])
@@ -229,7 +223,7 @@ async def _submit(ctx: ServiceContext, sub: Submission) -> None:
             )
             outcome = (N.UNKNOWN, "SUBMIT_OUTCOME_UNKNOWN", f"{type(exc).__name__}: {exc}")
         if outcome is None:
-            await tx.execute(
+            tx.defer(
                 SQL.record_submitted,
                 {
                     "node_id": sub.node_id,

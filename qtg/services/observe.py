@@ -50,11 +50,9 @@ async def next_observe_due(ctx: ServiceContext) -> datetime | None:
 
 async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
     async with ctx.db.transaction() as tx:
-        async with tx.savepoint() as savepoint:
-            claimed = await tx.fetchrow(SQL.claim_node, {"node_id": node_id})
-            if claimed is None:
-                await savepoint.rollback()
-                return 0
+        claimed = await tx.claim(SQL.claim_node, {"node_id": node_id})
+        if claimed is None:
+            return 0
         snap = await progress.load_snapshot(tx, claimed["request_id"])
         node = snap.node_by_id(node_id)
         await _observe_claimed(ctx, tx, snap, node)
@@ -89,7 +87,7 @@ async def _observe_claimed(
         refs: dict[str, Any] | None = None,
         artifacts: dict[str, Any] | None = None,
     ) -> None:
-        await tx.execute(
+        tx.defer(
             SQL.record_pending,
             {
                 "node_id": node["id"],

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from qtg.db import Jsonb, Tx, sql_family
+from qtg.db import Jsonb, Query, Tx, sql_family
 from qtg.domain.derive import NodeView, derive_request_state
 from qtg.domain.execution import frontier_keys, releasable_successors
 from qtg.domain.states import NodeState, RequestState, request_transition_allowed
@@ -39,6 +39,7 @@ N, R = NodeState, RequestState
 class Snapshot:
     request: dict[str, Any]
     nodes: list[dict[str, Any]]
+    plan_edges: list[dict[str, Any]]
 
     def node(self, key: str) -> dict[str, Any]:
         for node in self.nodes:
@@ -53,24 +54,25 @@ class Snapshot:
         raise KeyError(f"request {self.request['id']} has no node {node_id}")
 
 
-async def load_snapshot(tx: Tx, request_id: object) -> Snapshot:
-    request = await tx.fetchrow(SQL.load_request, {"request_id": request_id})
-    if request is None:
+async def load_snapshot(tx: Tx, request_id: object, *, plan_edges: bool = False) -> Snapshot:
+    """The request and its nodes (and, for drift checks, the plan's edges as
+    stored now), read in one round of the transaction."""
+    reads: list[tuple[Query, Any]] = [
+        (SQL.load_request, {"request_id": request_id}),
+        (SQL.load_nodes, {"request_id": request_id}),
+    ]
+    if plan_edges:
+        reads.append((SQL.load_plan_edges, {"request_id": request_id}))
+    results = await tx.fetch_many(reads)
+    if not results[0]:
         raise LookupError(f"movement request {request_id} not found")
-    nodes = await tx.fetch(SQL.load_nodes, {"request_id": request_id})
-    return Snapshot(request, nodes)
-
-
-async def load_plan_edges(tx: Tx, template_version_id: object) -> list[dict[str, Any]]:
-    return await tx.fetch(SQL.load_plan_edges, {"template_version_id": template_version_id})
+    return Snapshot(results[0][0], results[1], results[2] if plan_edges else [])
 
 
 async def set_request_state(tx: Tx, snap: Snapshot, state: RequestState) -> None:
     if snap.request["request_state"] == state:
         return
-    await tx.execute(
-        SQL.set_request_state, {"request_id": snap.request["id"], "request_state": state}
-    )
+    tx.defer(SQL.set_request_state, {"request_id": snap.request["id"], "request_state": state})
     snap.request["request_state"] = state
 
 
@@ -101,7 +103,7 @@ async def settle_request_state(tx: Tx, snap: Snapshot) -> RequestState | None:
 async def refresh_frontier(tx: Tx, snap: Snapshot) -> None:
     frontier = frontier_keys(snap.nodes)
     if list(snap.request["current_frontier"]) != frontier:
-        await tx.execute(SQL.set_frontier, {"request_id": snap.request["id"], "frontier": frontier})
+        tx.defer(SQL.set_frontier, {"request_id": snap.request["id"], "frontier": frontier})
         snap.request["current_frontier"] = frontier
 
 
@@ -115,7 +117,7 @@ async def node_finished_badly(
 ) -> None:
     """A node ends FAILED or UNKNOWN; the request state follows from the nodes."""
     assert state in (N.FAILED, N.UNKNOWN)
-    await tx.execute(
+    tx.defer(
         SQL.set_node_error,
         {
             "node_id": node["id"],
@@ -137,7 +139,7 @@ async def complete_node(
     provider_refs: Mapping[str, Any] | None = None,
     artifacts: Mapping[str, Any] | None = None,
 ) -> None:
-    await tx.execute(
+    tx.defer(
         SQL.complete_node,
         {
             "node_id": node["id"],
@@ -157,9 +159,7 @@ async def advance_after_completion(tx: Tx, snap: Snapshot, completed: dict[str, 
     the request state follow (COMPLETED after the last node)."""
     released = releasable_successors(completed["node_key"], snap.nodes)
     if released:
-        await tx.execute(
-            SQL.release_nodes, {"request_id": snap.request["id"], "node_keys": released}
-        )
+        tx.defer(SQL.release_nodes, {"request_id": snap.request["id"], "node_keys": released})
         for key in released:
             snap.node(key)["node_state"] = N.READY
     await refresh_frontier(tx, snap)

@@ -60,17 +60,15 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
 
 async def _recover_one(ctx: ServiceContext, node_id: Any) -> int:
     async with ctx.db.transaction() as tx:
-        async with tx.savepoint() as savepoint:
-            claimed = await tx.fetchrow(
-                SQL.claim_node,
-                {
-                    "node_id": node_id,
-                    "grace_seconds": ctx.settings.node_recovery_submitting_grace_seconds,
-                },
-            )
-            if claimed is None:
-                await savepoint.rollback()
-                return 0
+        claimed = await tx.claim(
+            SQL.claim_node,
+            {
+                "node_id": node_id,
+                "grace_seconds": ctx.settings.node_recovery_submitting_grace_seconds,
+            },
+        )
+        if claimed is None:
+            return 0
         snap = await progress.load_snapshot(tx, claimed["request_id"])
         node = snap.node_by_id(node_id)
         was = node["node_state"]
@@ -81,9 +79,7 @@ async def _recover_one(ctx: ServiceContext, node_id: Any) -> int:
                     tx, snap, node, N.UNKNOWN, "RECOVERY_INCONCLUSIVE", detail
                 )
             else:
-                await tx.execute(
-                    SQL.touch_node, {"node_id": node_id, "error_detail": detail[:2000]}
-                )
+                tx.defer(SQL.touch_node, {"node_id": node_id, "error_detail": detail[:2000]})
 
         try:
             context = build_execution_context(snap.request, node, snap.nodes, in_flight=True)
@@ -98,7 +94,7 @@ async def _recover_one(ctx: ServiceContext, node_id: Any) -> int:
             return 1
 
         if result.outcome == RecoverOutcome.SUBMITTED:
-            await tx.execute(
+            tx.defer(
                 SQL.record_in_flight,
                 {
                     "node_id": node_id,
