@@ -10,6 +10,16 @@ The rules are applied in the reference's priority order; the first that matches 
 
 An UNKNOWN node with no completed side effect derives None on purpose: node_recovery
 resolves it, and only after that is the request's fate known.
+
+Beyond the reference, one guard, for DAGs with parallel branches: rules 2-4 wait
+while another branch still has money in flight. The observer and recovery only
+work on EXECUTING requests, so moving the request to FAILED, MANUAL_INTERVENTION
+or WAITING_MANUAL_ACTION while a sibling is SUBMITTING/SUBMITTED/OBSERVING would
+stop watching a transfer that is really happening (and rule 3 also waits for
+UNKNOWN siblings, whose outcome recovery has yet to find; rule 4 also for READY
+non-manual siblings, which the dispatcher would otherwise never start). Once the
+siblings settle, the same rules apply. For a chain, which has no siblings, this
+is exactly the reference's list.
 """
 
 from __future__ import annotations
@@ -52,13 +62,14 @@ def derive_request_state(nodes: Sequence[NodeView]) -> RequestState | None:
     if states <= _DONE:
         return RequestState.COMPLETED
     side_effect = any(has_side_effect(n) for n in nodes)
-    if side_effect and (N.FAILED in states or N.UNKNOWN in states):
+    in_flight = bool(states & _EXECUTING)
+    if side_effect and (N.FAILED in states or N.UNKNOWN in states) and not in_flight:
         return RequestState.MANUAL_INTERVENTION
-    if N.FAILED in states:
+    if N.FAILED in states and not in_flight and N.UNKNOWN not in states:
         return RequestState.FAILED
-    manual_ready = any(
-        n.node_state == N.READY and n.action_type.startswith(MANUAL_PREFIX) for n in nodes
-    )
-    if manual_ready and not (states & _EXECUTING):
+    ready = [n for n in nodes if n.node_state == N.READY]
+    manual_ready = any(n.action_type.startswith(MANUAL_PREFIX) for n in ready)
+    other_ready = any(not n.action_type.startswith(MANUAL_PREFIX) for n in ready)
+    if manual_ready and not (in_flight or other_ready or N.UNKNOWN in states):
         return RequestState.WAITING_MANUAL_ACTION
     return None

@@ -49,6 +49,7 @@ SQL = sql_family(
     "write_ahead",
     "start_observing",
     "lock_submitting",
+    "lock_request",
     "record_submitted",
 )
 
@@ -232,5 +233,8 @@ async def _submit(ctx: ServiceContext, sub: Submission) -> None:
                 },
             )
             return
+        # Lock order node → request cannot deadlock: every other path takes the
+        # request with SKIP LOCKED, or never touches this SUBMITTING node.
+        await tx.fetchrow(SQL.lock_request, {"request_id": sub.request_id})
         snap = await progress.load_snapshot(tx, sub.request_id)
         await progress.node_finished_badly(tx, snap, snap.node_by_id(sub.node_id), *outcome)

@@ -42,6 +42,7 @@ SQL = sql_family(
     "release_roots",
     "skip_unstarted_nodes",
     "retry_node",
+    "rearm_timed_out_nodes",
 )
 
 DB_SQL = sql_family("db", "now")
@@ -404,8 +405,13 @@ async def resume_movement(db: Database, request_id: object, *, actor: str) -> di
     """MANUAL_INTERVENTION / WAITING_MANUAL_ACTION → EXECUTING, so that the
     workers (recovery in particular) sweep it again (reference §3)."""
     async with _deciding(db, request_id, actor, "resume", _RESUMABLE) as d:
+        # An operator who resumes after an observation timeout has looked: the
+        # timed-out nodes go back to recovery, with a fresh observation window.
+        rearmed = await d.tx.fetch(
+            SQL.rearm_timed_out_nodes, {"request_id": d.row["id"], "actor": actor}
+        )
         await progress.set_request_state(d.tx, await d.snapshot(), R.EXECUTING)
-        return await d.finish("resumed")
+        return await d.finish("resumed", rearmed=[r["node_key"] for r in rearmed])
 
 
 _RETRYABLE = frozenset({R.FAILED, R.MANUAL_INTERVENTION, R.EXECUTING, R.WAITING_MANUAL_ACTION})

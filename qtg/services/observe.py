@@ -17,7 +17,7 @@ from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.execution import build_execution_context
 from qtg.domain.observe_policy import observation_timed_out, observe_interval
 from qtg.domain.refs import ConfigRefResolutionError
-from qtg.domain.states import NodeState
+from qtg.domain.states import NodeState, RequestState
 from qtg.providers.base import ObserveStatus
 from qtg.providers.registry import UnknownExecutorError
 from qtg.services import progress
@@ -29,7 +29,9 @@ log = logging.getLogger("qtg.services.observe")
 SQL = sql_family("observe", "list_due", "claim_node", "record_pending", "next_due")
 DB_SQL = sql_family("db", "now")
 
-N = NodeState
+N, R = NodeState, RequestState
+#: Nodes still being worked on by a worker.
+IN_PROGRESS = frozenset({N.SUBMITTING, N.SUBMITTED, N.OBSERVING})
 
 #: Observations of one pass that run at the same time (each holds a pooled connection).
 CONCURRENCY = 5
@@ -79,6 +81,12 @@ async def _observe_claimed(
             "not finished within timeout_policy.observe_seconds="
             f"{node['timeout_policy'].get('observe_seconds')}",
         )
+        # The timeout is a paging signal: with no completed side effect the
+        # derivation alone would leave the request EXECUTING, silently.
+        if snap.request["request_state"] == R.EXECUTING and not any(
+            n["node_state"] in IN_PROGRESS for n in snap.nodes
+        ):
+            await progress.set_request_state(tx, snap, R.MANUAL_INTERVENTION)
         return
 
     async def observe_later(

@@ -53,17 +53,24 @@ CASES = {
     "failed_after_observe_only": ([obs(N.COMPLETED), act(N.FAILED)], R.FAILED),
     "failed_after_manual_only": ([manual(N.COMPLETED), act(N.FAILED)], R.FAILED),
     "failed_beats_manual_ready": ([act(N.FAILED), manual(N.READY)], R.FAILED),
-    "failed_and_unknown_no_side_effect": ([act(N.FAILED), act(N.UNKNOWN, "b")], R.FAILED),
+    # beyond the reference: wait while a sibling's outcome is still to be found
+    "failed_and_unknown_no_side_effect": ([act(N.FAILED), act(N.UNKNOWN, "b")], None),
+    "failed_beside_in_flight_sibling": ([act(N.FAILED), act(N.OBSERVING, "b")], None),
+    "failed_with_side_effect_beside_in_flight": (
+        [act(N.COMPLETED, "c"), act(N.FAILED), act(N.SUBMITTED, "b")],
+        None,
+    ),
     # rule 4: READY manual_* and nothing executing
     "manual_ready": ([act(N.COMPLETED), manual(N.READY), obs(N.BLOCKED)], R.WAITING_MANUAL_ACTION),
-    "manual_ready_with_other_ready": ([manual(N.READY), act(N.READY)], R.WAITING_MANUAL_ACTION),
+    # beyond the reference: a READY action branch beside it still runs
+    "manual_ready_with_other_ready": ([manual(N.READY), act(N.READY)], None),
     "manual_ready_but_submitting": ([manual(N.READY), act(N.SUBMITTING)], None),
     "manual_ready_but_submitted": ([manual(N.READY), act(N.SUBMITTED)], None),
     "manual_ready_but_observing": ([manual(N.READY), obs(N.OBSERVING)], None),
     "manual_blocked": ([act(N.OBSERVING), manual(N.BLOCKED)], None),
     # rule 5: otherwise None
     "unknown_without_side_effect": ([act(N.UNKNOWN), obs(N.BLOCKED)], None),
-    "unknown_next_to_manual_ready": ([act(N.UNKNOWN), manual(N.READY)], R.WAITING_MANUAL_ACTION),
+    "unknown_next_to_manual_ready": ([act(N.UNKNOWN), manual(N.READY)], None),
     "in_progress": ([act(N.COMPLETED), obs(N.OBSERVING), manual(N.BLOCKED)], None),
     "just_approved": ([act(N.READY), obs(N.BLOCKED)], None),
     "no_nodes": ([], None),
