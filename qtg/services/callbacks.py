@@ -119,6 +119,10 @@ def validate_callback_url(url: object, settings: Settings) -> str:
     host = parts.hostname
     if not host:
         _refuse("has no host")
+    try:
+        host.encode("idna")  # what the HTTP client will have to do with it
+    except UnicodeError:
+        _refuse(f"has a host name that cannot be used ({host!r})")
     if parts.username is not None or parts.password is not None:
         _refuse("must not carry credentials (user:password@)")
     effective_port = port if port is not None else _DEFAULT_PORTS[scheme]
@@ -283,6 +287,9 @@ async def _deliver(
         except trio.TooSlowError:
             error = f"timed out after {settings.callback_timeout_seconds:g}s"
         except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}"[:500]
+        except Exception as exc:  # e.g. a host httpx cannot encode (UnicodeError, InvalidURL):
+            # one bad row must fail alone, recorded, not take the whole batch down
             error = f"{type(exc).__name__}: {exc}"[:500]
         else:
             if not 200 <= status_code < 300:

@@ -245,6 +245,22 @@ async def test_dispatcher_refuses_a_row_aimed_at_its_own_api(
     assert row["last_error"].startswith("refused: callback_url points at this runtime's own API")
 
 
+async def test_a_url_the_client_cannot_send_to_fails_alone(
+    ctx: ServiceContext, receiver: Receiver
+) -> None:
+    """A row that bypassed create-time validation with a host httpx cannot encode
+    is one failed attempt; the healthy row in the same batch is delivered."""
+    bad = await new_movement(ctx.db, ctx.settings)
+    await ctx.db.fetchval(INSERT_RAW, {"request_id": bad["id"], "url": "http://.com/"})
+    good = await new_movement(ctx.db, ctx.settings, callback_url=receiver.url("/good"))
+    while await dispatch_pending_callbacks(ctx):
+        pass
+    [bad_row] = await rows_of(ctx.db, bad)  # bad has no callback_url: only the raw row
+    assert bad_row["status"] == "dlq"
+    assert bad_row["last_error"].startswith("refused: callback_url has a host name")
+    assert all(r["status"] == "sent" for r in await rows_of(ctx.db, good))
+
+
 async def test_unreachable_receiver_is_a_failed_attempt(ctx: ServiceContext) -> None:
     with trio.socket.socket() as sock:  # a port nobody listens on
         await sock.bind(("127.0.0.1", 0))
@@ -282,6 +298,8 @@ async def test_create_movement_refuses_bad_callback_urls(ctx: ServiceContext) ->
         ("http://2130706433:8000/", "own API"),
         ("http://[::ffff:127.0.0.1]:8000/", "own API"),
         ("http://0.0.0.0:8000/", "own API"),
+        ("http://.com/", "cannot be used"),
+        (f"http://{'a' * 64}.example.com/", "cannot be used"),
     ],
 )
 def test_validate_callback_url_refuses(url: str, why: str) -> None:
