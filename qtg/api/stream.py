@@ -155,7 +155,10 @@ async def _serve(
                 except trio.EndOfChannel:
                     break
             if idle.cancelled_caught:
-                await websocket.send_text(_ping(max(last, feed.position)))
+                # The feed's position is safe to announce only when nothing it
+                # already queued for this client is still waiting to be sent.
+                queued = sub.events.statistics().current_buffer_used
+                await websocket.send_text(_ping(last if queued else max(last, feed.position)))
                 continue
             if event.id <= last:
                 continue  # already sent from the backlog
