@@ -174,7 +174,11 @@ class ListenHub:
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn = psycopg.connect(
-            self.dsn, autocommit=True, application_name="qtg-listen", **_KEEPALIVES
+            self.dsn,
+            autocommit=True,
+            application_name="qtg-listen",
+            connect_timeout=10,  # a black-holed host must not hang the reconnect loop
+            **_KEEPALIVES,
         )
         try:
             for channel in self.channels:
