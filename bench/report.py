@@ -137,10 +137,11 @@ def _table(r: Results) -> str:
                     f"{sum(d.duplicate_submits for d in runs)} repeats){_ok(exact)}")
     rows.append(("3. Sandbox submissions per node (all drains)", "exactly 1", subs[0], subs[1],
                  ""))
-    if one:
+    if one and one.statements:
         rows.append(("3. Round trips / commits per node (1 process)", "(bound analysis)",
                      f"{_f(one.per_node(one.round_trips))} / {_f(one.per_node(one.commits))}",
                      "", ""))
+    if one and one.wall_s:
         rows.append(("3. CPU during the drain (1 process), share of one core", "(bound analysis)",
                      f"runtime {_pct(one.runtime_cpu_s / one.wall_s)} (trio thread "
                      f"{_pct(one.loop_thread_cpu_s / one.wall_s)}, other threads "

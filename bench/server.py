@@ -126,6 +126,8 @@ class PrivateServer:
     port: int
     user: pwd.struct_passwd | None
     postmaster_pid: int | None = None
+    #: pg_stat_statements is loaded (round trips per node can be counted).
+    stat_statements: bool = False
 
     @property
     def data(self) -> Path:
@@ -208,6 +210,7 @@ class PrivateServer:
         with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
             if "pg_stat_statements" in self.setting(conn, "shared_preload_libraries"):
                 conn.execute(SQL.create_pg_stat_statements.text)
+                self.stat_statements = True
 
     def _stop(self) -> None:
         if self.postmaster_pid is None:

@@ -236,6 +236,9 @@ def _collect(monitor: psycopg.Connection[Any], server: PrivateServer, name: str,
     result.submissions = int(subs["submissions"])
     result.submission_nodes = int(subs["nodes"])
     result.duplicate_submits = int(subs["duplicates"])
+    if not server.stat_statements:
+        result.problems.append("pg_stat_statements is not available: round trips not counted")
+        return
     with server.admin() as admin:
         admin.row_factory = dict_row  # type: ignore[assignment]
         statements = admin.execute(
