@@ -77,13 +77,15 @@ class Settings:
     reactive: bool = setting("MG_REACTIVE", True)
     worker_jitter_seconds: float = setting("MG_WORKER_JITTER_SECONDS", 0.0, minimum=0)
     heartbeat_min_interval_seconds: float = interval("MG_HEARTBEAT_MIN_INTERVAL_SECONDS", 1.0)
-    log_level: str = setting(
-        "MG_LOG_LEVEL", "INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")
-    )
+    log_level: str = setting("MG_LOG_LEVEL", "INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     log_format: str = setting("MG_LOG_FORMAT", "json", choices=("json", "text"))
 
     # ---- core workers (reference §1-3)
     node_dispatch_interval_seconds: float = interval("MG_NODE_DISPATCH_INTERVAL_SECONDS", 2.0)
+    # Single-node dispatches one pass runs side by side (1: the reference's serial
+    # dispatcher). Each commit waits for its WAL flush, so one serial dispatcher
+    # is bound by commit latency; n in parallel share flushes, as n processes would.
+    node_dispatch_concurrency: int = setting("MG_NODE_DISPATCH_CONCURRENCY", 1, minimum=1)
     node_observe_interval_seconds: float = interval("MG_NODE_OBSERVE_INTERVAL_SECONDS", 5.0)
     node_observe_batch_size: int = count("MG_NODE_OBSERVE_BATCH_SIZE", 10)
     observe_timeout_enforcement_enabled: bool = setting(
@@ -104,9 +106,7 @@ class Settings:
     callback_batch_size: int = count("MG_CALLBACK_BATCH_SIZE", 5)
     callback_max_attempts: int = count("MG_CALLBACK_MAX_ATTEMPTS", 5)
     callback_timeout_seconds: float = interval("MG_CALLBACK_TIMEOUT_SECONDS", 10.0)
-    callback_signing_secret: str | None = setting(
-        "MG_CALLBACK_SIGNING_SECRET", None, secret=True
-    )
+    callback_signing_secret: str | None = setting("MG_CALLBACK_SIGNING_SECRET", None, secret=True)
     expiration_check_interval_seconds: float = interval(
         "MG_EXPIRATION_CHECK_INTERVAL_SECONDS", 30.0
     )
@@ -116,9 +116,7 @@ class Settings:
         "MG_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS", 30.0
     )
     template_proposal_ttl_seconds: float = interval("MG_TEMPLATE_PROPOSAL_TTL_SECONDS", 86_400.0)
-    executor_health_interval_seconds: float = interval(
-        "MG_EXECUTOR_HEALTH_INTERVAL_SECONDS", 60.0
-    )
+    executor_health_interval_seconds: float = interval("MG_EXECUTOR_HEALTH_INTERVAL_SECONDS", 60.0)
     audit_outbox_promoter_interval_seconds: float = interval(
         "MG_AUDIT_OUTBOX_PROMOTER_INTERVAL_SECONDS", 1.0
     )

@@ -14,9 +14,9 @@ rollback and release run shielded.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import psycopg
@@ -30,6 +30,7 @@ from qtg.db.queries import Query
 __all__ = ["Database", "Jsonb", "Savepoint", "Tx"]
 
 Params = Mapping[str, Any] | Sequence[Any] | None
+T = TypeVar("T")
 
 # Transaction-control statements (not queries, so they do not live in sql/).
 _SAVEPOINT = "SAVEPOINT {}"
@@ -202,36 +203,20 @@ class Tx:
             return None
         return next(iter(row.values()))
 
-    async def fetch_many(
-        self, statements: Sequence[tuple[Query, Params]]
-    ) -> list[list[dict[str, Any]]]:
-        """Several reads in one hop; their row lists, in order."""
-
-        def run(conn: psycopg.Connection[Any], _q: None, _p: None) -> list[list[dict[str, Any]]]:
-            return [_fetch(conn, q, p) for q, p in statements]
-
-        return await trio.to_thread.run_sync(self._run, run, None, None)
-
     async def claim(self, query: Query, params: Params = None) -> dict[str, Any] | None:
-        """The reference's miss-only savepoint, in one hop: run a claim query
-        under a savepoint; on a miss roll the savepoint back, which releases any
-        partial lock the skipped attempt took; on a hit keep its locks."""
-        name = f"qtg_sp_{next(self._savepoints)}"
+        """The reference's miss-only savepoint claim (see `Batch.claim`), in one hop."""
+        return await self.batch(lambda b: b.claim(query, params))
 
-        def run(conn: psycopg.Connection[Any], q: Query, p: Params) -> dict[str, Any] | None:
-            conn.execute(_SAVEPOINT.format(name))  # type: ignore[arg-type]
-            try:
-                row = _fetchrow(conn, q, p)
-            except BaseException:
-                _rollback_to(conn, name)
-                raise
-            if row is None:
-                _rollback_to(conn, name)
-            else:
-                conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
-            return row
+    async def batch(self, fn: Callable[[Batch], T]) -> T:
+        """Run `fn` — plain, synchronous database steps — in one thread hop.
 
-        return await trio.to_thread.run_sync(self._run, run, query, params)
+        For a sequence of statements with nothing but Python between them (a
+        claim walk, a claim and the reads that follow it), this costs one hop
+        instead of one per statement. `fn` must not block on anything else.
+        """
+        return await trio.to_thread.run_sync(
+            self._run, lambda conn, _q, _p: fn(Batch(self, conn)), None, None
+        )
 
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[Savepoint]:
@@ -311,6 +296,42 @@ def _control(conn: psycopg.Connection[Any], statement: str, _params: Params) -> 
 def _rollback_to(conn: psycopg.Connection[Any], name: str) -> None:
     conn.execute(_ROLLBACK_TO.format(name))  # type: ignore[arg-type]
     conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
+
+
+class Batch:
+    """The thread side of a transaction, for `Tx.batch`: the same statements, run now."""
+
+    __slots__ = ("_conn", "_tx")
+
+    def __init__(self, tx: Tx, conn: psycopg.Connection[Any]) -> None:
+        self._tx = tx
+        self._conn = conn
+
+    def execute(self, query: Query, params: Params = None) -> int:
+        return _execute(self._conn, query, params)
+
+    def fetch(self, query: Query, params: Params = None) -> list[dict[str, Any]]:
+        return _fetch(self._conn, query, params)
+
+    def fetchrow(self, query: Query, params: Params = None) -> dict[str, Any] | None:
+        return _fetchrow(self._conn, query, params)
+
+    def claim(self, query: Query, params: Params = None) -> dict[str, Any] | None:
+        """Run a claim query under a savepoint: on a miss roll the savepoint back,
+        which releases any partial lock the skipped attempt took (the reference's
+        miss-only savepoint); on a hit release it and keep the locks."""
+        name = f"qtg_sp_{next(self._tx._savepoints)}"
+        self._conn.execute(_SAVEPOINT.format(name))  # type: ignore[arg-type]
+        try:
+            row = _fetchrow(self._conn, query, params)
+        except BaseException:
+            _rollback_to(self._conn, name)
+            raise
+        if row is None:
+            _rollback_to(self._conn, name)
+        else:
+            self._conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
+        return row
 
 
 class Savepoint:

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from qtg.db import Jsonb, Tx, sql_family
+from qtg.db.pool import Batch
 from qtg.domain.context import ExecutionContext
 from qtg.domain.execution import (
     build_execution_context,
@@ -38,6 +39,7 @@ from qtg.domain.states import NodeState, RequestState
 from qtg.providers.base import Executor, PreparedAction, ProviderError, SubmitRejected
 from qtg.providers.registry import UnknownExecutorError, UnknownSignerError
 from qtg.services import progress
+from qtg.services.batch import run_each
 from qtg.services.context import ServiceContext
 
 log = logging.getLogger("qtg.services.dispatch")
@@ -75,36 +77,64 @@ class Submission:
 
 
 async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
-    """One pass: claim at most one READY node and drive it as far as submit. Returns 0 or 1."""
+    """One pass: claim at most one READY node and drive it as far as submit.
+
+    With MG_NODE_DISPATCH_CONCURRENCY = n > 1 a pass runs n such single-node
+    dispatches side by side, each its own claim and transactions — as n
+    runtime processes would. The default, 1, is the reference's serial
+    dispatcher. Returns how many nodes were dispatched.
+    """
+    concurrency = ctx.settings.node_dispatch_concurrency
+    if concurrency == 1:
+        return await dispatch_one_node(ctx)
+    return await run_each(lambda _: dispatch_one_node(ctx), range(concurrency), concurrency)
+
+
+async def dispatch_one_node(ctx: ServiceContext) -> int:
+    """Claim at most one READY node and drive it as far as submit. Returns 0 or 1."""
     async with ctx.db.transaction() as tx:
-        claimed = await claim_ready_node(tx)
+        claimed = await tx.batch(_claim_and_read)
         if claimed is None:
             return 0
-        submission = await _prepare(ctx, tx, claimed)
+        submission = await _prepare(ctx, tx, *claimed)
     # the write-ahead commit happened when the transaction above closed
     if submission is not None:
         await _submit(ctx, submission)
     return 1
 
 
-async def claim_ready_node(tx: Tx) -> dict[str, Any] | None:
-    """The reference's per-candidate claim; returns the claimed node's id and request."""
+def _claim_walk(b: Batch) -> dict[str, Any] | None:
+    """The reference's per-candidate claim (thread side): walk unlocked FIFO
+    candidates; a miss rolls back only that attempt's savepoint, releasing any
+    partial lock, and the walk goes on past the ids already tried."""
     tried: list[Any] = []
     while True:
-        candidates = await tx.fetch(SQL.list_candidates, {"tried": tried, "limit": CANDIDATE_PAGE})
+        candidates = b.fetch(SQL.list_candidates, {"tried": tried, "limit": CANDIDATE_PAGE})
         if not candidates:
             return None
         for candidate in candidates:
-            # a miss rolls back only this attempt's savepoint, releasing any partial lock
-            row = await tx.claim(SQL.claim_candidate, {"candidate_id": candidate["id"]})
+            row = b.claim(SQL.claim_candidate, {"candidate_id": candidate["id"]})
             if row is not None:
                 return row
             tried.append(candidate["id"])
 
 
-async def _prepare(ctx: ServiceContext, tx: Tx, claimed: dict[str, Any]) -> Submission | None:
-    snap = await progress.load_snapshot(tx, claimed["request_id"], plan_edges=True)
-    node = snap.node_by_id(claimed["id"])
+def _claim_and_read(b: Batch) -> tuple[Any, progress.Snapshot] | None:
+    row = _claim_walk(b)
+    if row is None:
+        return None
+    return row["id"], progress.read_snapshot(b, row["request_id"], plan_edges=True)
+
+
+async def claim_ready_node(tx: Tx) -> dict[str, Any] | None:
+    """Claim one READY node (node and request locked); its id and request id."""
+    return await tx.batch(_claim_walk)
+
+
+async def _prepare(
+    ctx: ServiceContext, tx: Tx, node_id: Any, snap: progress.Snapshot
+) -> Submission | None:
+    node = snap.node_by_id(node_id)
     if snap.request["request_state"] == R.APPROVED:
         await progress.set_request_state(tx, snap, R.EXECUTING)
 
@@ -174,7 +204,7 @@ async def _prepare(ctx: ServiceContext, tx: Tx, claimed: dict[str, Any]) -> Subm
         return None
 
     key = idempotency_key(node["id"], context.attempt_no)
-    updated = await tx.execute(
+    tx.defer(  # committed (with the state changes above) when the transaction closes
         SQL.write_ahead,
         {
             "node_id": node["id"],
@@ -183,7 +213,6 @@ async def _prepare(ctx: ServiceContext, tx: Tx, claimed: dict[str, Any]) -> Subm
             "prepared_action": Jsonb({**msgspec.to_builtins(prepared), "signature": signature}),
         },
     )
-    assert updated == 1, "claimed node changed state under its lock"
     return Submission(
         request_id=snap.request["id"],
         node_id=node["id"],

@@ -52,10 +52,12 @@ async def next_observe_due(ctx: ServiceContext) -> datetime | None:
 
 async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
     async with ctx.db.transaction() as tx:
-        claimed = await tx.claim(SQL.claim_node, {"node_id": node_id})
+        claimed = await tx.batch(
+            lambda b: progress.claim_and_read(b, SQL.claim_node, {"node_id": node_id})
+        )
         if claimed is None:
             return 0
-        snap = await progress.load_snapshot(tx, claimed["request_id"])
+        _, snap = claimed
         node = snap.node_by_id(node_id)
         await _observe_claimed(ctx, tx, snap, node)
         return 1

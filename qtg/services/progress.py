@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qtg.db import Jsonb, Query, Tx, sql_family
+from qtg.db.pool import Batch
 from qtg.domain.derive import NodeView, derive_request_state
 from qtg.domain.execution import frontier_keys, releasable_successors
 from qtg.domain.states import NodeState, RequestState, request_transition_allowed
@@ -54,19 +55,28 @@ class Snapshot:
         raise KeyError(f"request {self.request['id']} has no node {node_id}")
 
 
-async def load_snapshot(tx: Tx, request_id: object, *, plan_edges: bool = False) -> Snapshot:
+def read_snapshot(b: Batch, request_id: object, *, plan_edges: bool = False) -> Snapshot:
     """The request and its nodes (and, for drift checks, the plan's edges as
-    stored now), read in one round of the transaction."""
-    reads: list[tuple[Query, Any]] = [
-        (SQL.load_request, {"request_id": request_id}),
-        (SQL.load_nodes, {"request_id": request_id}),
-    ]
-    if plan_edges:
-        reads.append((SQL.load_plan_edges, {"request_id": request_id}))
-    results = await tx.fetch_many(reads)
-    if not results[0]:
+    stored now); thread side, to run in one hop after a claim (`Tx.batch`)."""
+    request = b.fetchrow(SQL.load_request, {"request_id": request_id})
+    if request is None:
         raise LookupError(f"movement request {request_id} not found")
-    return Snapshot(results[0][0], results[1], results[2] if plan_edges else [])
+    nodes = b.fetch(SQL.load_nodes, {"request_id": request_id})
+    edges = b.fetch(SQL.load_plan_edges, {"request_id": request_id}) if plan_edges else []
+    return Snapshot(request, nodes, edges)
+
+
+async def load_snapshot(tx: Tx, request_id: object, *, plan_edges: bool = False) -> Snapshot:
+    return await tx.batch(lambda b: read_snapshot(b, request_id, plan_edges=plan_edges))
+
+
+def claim_and_read(b: Batch, claim: Query, params: dict[str, Any]) -> tuple[Any, Snapshot] | None:
+    """Claim one node (miss-only savepoint) and read its request, in one hop.
+    Returns the claimed node's id and the snapshot, or None on a miss."""
+    row = b.claim(claim, params)
+    if row is None:
+        return None
+    return row["id"], read_snapshot(b, row["request_id"])
 
 
 async def set_request_state(tx: Tx, snap: Snapshot, state: RequestState) -> None:

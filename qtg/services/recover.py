@@ -60,16 +60,14 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
 
 async def _recover_one(ctx: ServiceContext, node_id: Any) -> int:
     async with ctx.db.transaction() as tx:
-        claimed = await tx.claim(
-            SQL.claim_node,
-            {
-                "node_id": node_id,
-                "grace_seconds": ctx.settings.node_recovery_submitting_grace_seconds,
-            },
-        )
+        params = {
+            "node_id": node_id,
+            "grace_seconds": ctx.settings.node_recovery_submitting_grace_seconds,
+        }
+        claimed = await tx.batch(lambda b: progress.claim_and_read(b, SQL.claim_node, params))
         if claimed is None:
             return 0
-        snap = await progress.load_snapshot(tx, claimed["request_id"])
+        _, snap = claimed
         node = snap.node_by_id(node_id)
         was = node["node_state"]
 

@@ -14,7 +14,7 @@ import trio
 from qtg.db import Database, Query
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import SQL as DISPATCH_SQL
-from qtg.services.dispatch import claim_ready_node
+from qtg.services.dispatch import claim_ready_node, dispatch_ready_nodes
 
 from .helpers import Q, movement, node, template
 
@@ -127,3 +127,20 @@ async def test_a_missed_claim_leaves_no_lock_behind(svc: ServiceContext, dsn: st
     async with svc.db.transaction() as tx:
         claimed = await claim_ready_node(tx)
         assert claimed is not None and claimed["id"] == ready["id"]
+
+
+async def test_concurrent_dispatch_in_one_pass_submits_each_node_once(
+    svc: ServiceContext,
+) -> None:
+    wide = ServiceContext(svc.db, svc.settings.replace(node_dispatch_concurrency=8), svc.providers)
+    await template(wide, "wide", [node("withdraw", "cex_withdrawal")], [])
+    for i in range(40):
+        await movement(wide, "wide", key=f"wide-{i}")
+    passes = []
+    while dispatched := await dispatch_ready_nodes(wide):
+        passes.append(dispatched)
+    assert sum(passes) == 40
+    assert max(passes) > 1  # the pass really dispatched side by side
+    subs = await wide.db.fetch(Q["submissions"])
+    assert len({s["request_node_id"] for s in subs}) == len(subs) == 40
+    assert sum(s["duplicate_submits"] for s in subs) == 0

@@ -11,7 +11,7 @@ import trio
 
 from qtg.db import Query
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import _prepare, claim_ready_node, dispatch_ready_nodes
+from qtg.services.dispatch import _claim_and_read, _prepare, dispatch_ready_nodes
 from qtg.services.recover import recover_unknown_nodes
 
 from .helpers import Q, drive, eventually, movement, node, states, template
@@ -82,9 +82,9 @@ async def _write_ahead_only(svc: ServiceContext):
     """Claim and prepare one node and commit SUBMITTING — then "crash": no submit
     call, and no record of one. Returns the prepared Submission."""
     async with svc.db.transaction() as tx:
-        claimed = await claim_ready_node(tx)
+        claimed = await tx.batch(_claim_and_read)
         assert claimed is not None
-        submission = await _prepare(svc, tx, claimed)
+        submission = await _prepare(svc, tx, *claimed)
     assert submission is not None
     return submission
 
