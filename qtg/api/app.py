@@ -77,8 +77,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         exc.status_code, str(exc.detail)
     )
     response = error_response(
-        ApiError(exc.status_code, codes.get(exc.status_code, "HTTP_ERROR"), message,
-                 {"path": request.url.path})
+        ApiError(
+            exc.status_code,
+            codes.get(exc.status_code, "HTTP_ERROR"),
+            message,
+            {"path": request.url.path},
+        )
     )
     if exc.headers:
         response.headers.update(exc.headers)
@@ -114,4 +118,3 @@ class LastResort:
             response = error_response(exc, where=f"{scope.get('method')} {scope.get('path')}")
             if not started:
                 await response(scope, receive, send)
-

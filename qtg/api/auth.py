@@ -36,7 +36,9 @@ def bearer_token(headers: Headers, query_token: str | None = None) -> str:
     if query_token:
         return query_token
     raise ApiError(
-        401, "UNAUTHENTICATED", "missing bearer token (Authorization: Bearer <token>)",
+        401,
+        "UNAUTHENTICATED",
+        "missing bearer token (Authorization: Bearer <token>)",
         {"field": "Authorization"},
     )
 

@@ -145,9 +145,15 @@ def _internal(exc: BaseException, where: str) -> tuple[int, str, str, dict[str, 
     COUNTERS.internal_errors += 1
     error_id = uuid.uuid4().hex[:16]
     log.error(
-        "unexpected error %s in %s", error_id, where or "request", exc_info=exc,
+        "unexpected error %s in %s",
+        error_id,
+        where or "request",
+        exc_info=exc,
         extra={"error_id": error_id},
     )
-    return 500, "INTERNAL", "internal error; quote the error id to an operator", {
-        "error_id": error_id
-    }
+    return (
+        500,
+        "INTERNAL",
+        "internal error; quote the error id to an operator",
+        {"error_id": error_id},
+    )

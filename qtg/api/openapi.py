@@ -57,8 +57,12 @@ def build_openapi(endpoints: list[Endpoint], *, title: str, version: str) -> dic
             "operationId": "openapi",
             "summary": "This document",
             "tags": ["health"],
-            "responses": {"200": {"description": "OK", "content": {
-                "application/json": {"schema": {"type": "object"}}}}},
+            "responses": {
+                "200": {
+                    "description": "OK",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                }
+            },
         }
     }
     return {
@@ -66,8 +70,8 @@ def build_openapi(endpoints: list[Endpoint], *, title: str, version: str) -> dic
         "info": {
             "title": title,
             "version": version,
-            "description": "qtg V3 API. Errors are {\"error\": {\"code\", \"message\", "
-            "\"detail\"}}. The event stream is a WebSocket at /v3/stream "
+            "description": 'qtg V3 API. Errors are {"error": {"code", "message", '
+            '"detail"}}. The event stream is a WebSocket at /v3/stream '
             "(?after=&request_id=&types=&token=), not described by OpenAPI.",
         },
         "paths": paths,
@@ -107,8 +111,11 @@ def _operation(ep: Endpoint, ref: Any, components: dict[str, Any]) -> dict[str, 
                 "in": "header",
                 "required": header.required,
                 "description": header.description,
-                "schema": {"type": "string", "pattern": f"^{header.pattern}$",
-                           "maxLength": header.max_length},
+                "schema": {
+                    "type": "string",
+                    "pattern": f"^{header.pattern}$",
+                    "maxLength": header.max_length,
+                },
             }
         )
     if parameters:

@@ -190,16 +190,16 @@ def parse_query(model: type[BaseModel] | None, request: Request) -> Any:
     if model is None:
         if items:
             raise ApiError(
-                422, "VALIDATION_FAILED", f"{items[0][0]}: this route takes no query parameters",
+                422,
+                "VALIDATION_FAILED",
+                f"{items[0][0]}: this route takes no query parameters",
                 {"field": items[0][0]},
             )
         return None
     values: dict[str, Any] = {}
     for key, value in items:
         if key in values:
-            raise ApiError(
-                422, "VALIDATION_FAILED", f"{key}: given more than once", {"field": key}
-            )
+            raise ApiError(422, "VALIDATION_FAILED", f"{key}: given more than once", {"field": key})
         values[key] = value
     return parse_params(model, values, "query")
 
@@ -211,13 +211,17 @@ def parse_headers(headers: tuple[Header, ...], request: Request) -> dict[str, st
         if value is None:
             if header.required:
                 raise ApiError(
-                    400, "MISSING_HEADER", f"the {header.name} header is required",
+                    400,
+                    "MISSING_HEADER",
+                    f"the {header.name} header is required",
                     {"field": header.name},
                 )
             continue
         if len(value) > header.max_length or not re.fullmatch(header.pattern, value):
             raise ApiError(
-                400, "INVALID_HEADER", f"{header.name}: {header.description}",
+                400,
+                "INVALID_HEADER",
+                f"{header.name}: {header.description}",
                 {"field": header.name},
             )
         out[header.name] = value
@@ -240,7 +244,9 @@ async def read_body(request: Request) -> bytes:
 
 def _too_large() -> ApiError:
     return ApiError(
-        413, "BODY_TOO_LARGE", f"the request body is larger than {MAX_BODY_BYTES} bytes",
+        413,
+        "BODY_TOO_LARGE",
+        f"the request body is larger than {MAX_BODY_BYTES} bytes",
         {"field": "body", "max_bytes": MAX_BODY_BYTES},
     )
 
@@ -257,7 +263,9 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         if any(e.get("type") == "json_invalid" for e in errors):
             first = next(e for e in errors if e.get("type") == "json_invalid")
             raise ApiError(
-                400, "MALFORMED_JSON", f"the request body is not valid JSON: {first.get('msg')}",
+                400,
+                "MALFORMED_JSON",
+                f"the request body is not valid JSON: {first.get('msg')}",
                 {"field": "body"},
             ) from None
         raise _invalid(exc, "body") from None
@@ -278,7 +286,8 @@ def check_text(value: Any, where: str, path: str = "") -> None:
         if "\x00" in value or any("\ud800" <= ch <= "\udfff" for ch in value):
             field_name = path or where
             raise ApiError(
-                422, "VALIDATION_FAILED",
+                422,
+                "VALIDATION_FAILED",
                 f"{field_name}: text must not contain NUL characters or lone surrogates",
                 {"field": field_name},
             )

@@ -53,14 +53,17 @@ class Out(BaseModel):
 TemplateKey = Annotated[
     str,
     StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$"),
-    Field(description="1-128 of a-z 0-9 _ . - starting with a letter or digit",
-          examples=["demo.cex_to_chain"]),
+    Field(
+        description="1-128 of a-z 0-9 _ . - starting with a letter or digit",
+        examples=["demo.cex_to_chain"],
+    ),
 ]
 NodeKey = Annotated[
     str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$"), Field(examples=["withdraw"])
 ]
 SignerKey = Annotated[
-    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"),
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"),
     Field(examples=["sandbox"]),
 ]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
@@ -85,7 +88,7 @@ def _positive_decimal(value: str) -> str:
     try:
         number = Decimal(value)
     except InvalidOperation:
-        raise ValueError("must be a decimal string such as \"125.50\"") from None
+        raise ValueError('must be a decimal string such as "125.50"') from None
     if not number.is_finite() or number <= 0:
         raise ValueError("must be a positive decimal string")
     return value
@@ -95,8 +98,7 @@ Amount = Annotated[
     str,
     StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,18})?$"),
     AfterValidator(_positive_decimal),
-    Field(description="a positive decimal as a string (never a JSON number)",
-          examples=["125.50"]),
+    Field(description="a positive decimal as a string (never a JSON number)", examples=["125.50"]),
 ]
 
 
@@ -129,11 +131,18 @@ class TemplateCreate(Body):
         examples=[
             {
                 "nodes": [
-                    {"key": "withdraw", "kind": "action", "action_type": "cex_withdrawal",
-                     "config": {"venue": "sandbox"}},
-                    {"key": "receive", "kind": "observe",
-                     "action_type": "destination_chain_receive_observe",
-                     "config": {"txid": "$ref:withdraw.txid"}},
+                    {
+                        "key": "withdraw",
+                        "kind": "action",
+                        "action_type": "cex_withdrawal",
+                        "config": {"venue": "sandbox"},
+                    },
+                    {
+                        "key": "receive",
+                        "kind": "observe",
+                        "action_type": "destination_chain_receive_observe",
+                        "config": {"txid": "$ref:withdraw.txid"},
+                    },
                 ],
                 "edges": [["withdraw", "receive"]],
             }

@@ -45,7 +45,7 @@ class ApiServer:
 
     @property
     def ws_url(self) -> str:
-        return "ws" + self.url[len("http"):]
+        return "ws" + self.url[len("http") :]
 
 
 def hypercorn_config(host: str, port: int) -> Config:

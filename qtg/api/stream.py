@@ -85,8 +85,7 @@ def _parse(websocket: WebSocket) -> s.StreamQuery:
     values: dict[str, Any] = {}
     for key, value in websocket.query_params.multi_items():
         if key in values:
-            raise ApiError(422, "VALIDATION_FAILED", f"{key}: given more than once",
-                           {"field": key})
+            raise ApiError(422, "VALIDATION_FAILED", f"{key}: given more than once", {"field": key})
         values[key] = value
     try:
         params = s.StreamQuery.model_validate(values)
@@ -98,8 +97,12 @@ def _parse(websocket: WebSocket) -> s.StreamQuery:
     check_text(params.model_dump(), "query")
     for event_type in params.type_set() or ():
         if not _EVENT_TYPE.match(event_type):
-            raise ApiError(422, "VALIDATION_FAILED",
-                           f"types: {event_type!r} is not an event type name", {"field": "types"})
+            raise ApiError(
+                422,
+                "VALIDATION_FAILED",
+                f"types: {event_type!r} is not an event type name",
+                {"field": "types"},
+            )
     return params
 
 

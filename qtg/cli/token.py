@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
     actions.required = True
 
     create = actions.add_parser(
-        "create", help="create a token and print it once",
+        "create",
+        help="create a token and print it once",
         description="Create a live token for NAME with ROLE; the token is printed once on "
         "stdout and never again (only its hash is stored).",
     )
@@ -43,7 +44,8 @@ def register(subparsers: Any) -> None:
     create.set_defaults(run=run_create)
 
     revoke = actions.add_parser(
-        "revoke", help="revoke the live token of a name",
+        "revoke",
+        help="revoke the live token of a name",
         description="Revoke NAME's live token: requests using it get 401 from now on.",
     )
     revoke.add_argument("--name", required=True)

@@ -39,13 +39,20 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--url", help="API base URL (default: http://MG_API_HOST:MG_API_PORT)")
     parser.add_argument("--token", help="bearer token (default: $QTG_TOKEN)")
-    parser.add_argument("--after", type=int, metavar="ID",
-                        help="start after this event id (0: from the beginning; default: now)")
+    parser.add_argument(
+        "--after",
+        type=int,
+        metavar="ID",
+        help="start after this event id (0: from the beginning; default: now)",
+    )
     parser.add_argument("--request-id", metavar="UUID", help="only this movement's events")
     parser.add_argument("--types", metavar="T1,T2", help="only these event types")
-    parser.add_argument("--until-final", action="store_true",
-                        help="with --request-id: exit once the movement is COMPLETED, "
-                        "REJECTED, EXPIRED or CANCELLED")
+    parser.add_argument(
+        "--until-final",
+        action="store_true",
+        help="with --request-id: exit once the movement is COMPLETED, "
+        "REJECTED, EXPIRED or CANCELLED",
+    )
     parser.set_defaults(run=run)
 
 
@@ -58,8 +65,14 @@ def run(args: argparse.Namespace) -> int:
     if args.after is not None and args.after < 0:
         raise CommandError("--after must be 0 or more")
     base = args.url or _default_url(Settings.from_env())
-    watcher = Watcher(base, token, after=args.after, request_id=args.request_id,
-                      types=args.types, until_final=args.until_final)
+    watcher = Watcher(
+        base,
+        token,
+        after=args.after,
+        request_id=args.request_id,
+        types=args.types,
+        until_final=args.until_final,
+    )
     return trio.run(watcher.run)
 
 
@@ -89,8 +102,10 @@ def format_event(event: dict[str, Any]) -> str:
     if kind == "node_state_changed":
         attempt = f" (attempt {data['attempt_no']})" if data.get("attempt_no") else ""
         error = f" [{data['error_code']}]" if data.get("error_code") else ""
-        what = (f"node {event['node_key']}: {event['from_state']} -> {event['to_state']}"
-                f"{attempt}{error}")
+        what = (
+            f"node {event['node_key']}: {event['from_state']} -> {event['to_state']}"
+            f"{attempt}{error}"
+        )
     elif kind == "request_state_changed":
         what = f"request: {event['from_state']} -> {event['to_state']}"
     elif kind == "request_created":

@@ -32,10 +32,18 @@ DEMO_TEMPLATES: tuple[dict[str, Any], ...] = (
         "graph": {
             "nodes": [
                 _node("withdraw", "action", "cex_withdrawal", venue="sandbox"),
-                _node("receive", "observe", "destination_chain_receive_observe",
-                      txid="$ref:withdraw.txid"),
-                _node("finality", "observe", "destination_chain_finality_observe",
-                      txid="$ref:withdraw.txid"),
+                _node(
+                    "receive",
+                    "observe",
+                    "destination_chain_receive_observe",
+                    txid="$ref:withdraw.txid",
+                ),
+                _node(
+                    "finality",
+                    "observe",
+                    "destination_chain_finality_observe",
+                    txid="$ref:withdraw.txid",
+                ),
             ],
             "edges": [["withdraw", "receive"], ["receive", "finality"]],
         },

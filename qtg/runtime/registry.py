@@ -309,4 +309,3 @@ def load(workers: Iterable[ResolvedWorker]) -> list[LoadedWorker]:
             )
         )
     return loaded
-

@@ -58,9 +58,17 @@ async def readyz(call: Call) -> Any:
 
 
 ENDPOINTS = [
-    Endpoint("GET", "/healthz", healthz, "Liveness: the process is up", "health", s.Health,
-             role=None),
-    Endpoint("GET", "/readyz", readyz,
-             "Readiness: database reachable, migrations current, LISTEN connected (503 if not)",
-             "health", s.Readiness, role=None, errors=(503,)),
+    Endpoint(
+        "GET", "/healthz", healthz, "Liveness: the process is up", "health", s.Health, role=None
+    ),
+    Endpoint(
+        "GET",
+        "/readyz",
+        readyz,
+        "Readiness: database reachable, migrations current, LISTEN connected (503 if not)",
+        "health",
+        s.Readiness,
+        role=None,
+        errors=(503,),
+    ),
 ]

@@ -22,8 +22,9 @@ async def list_audit_events(call: Call) -> Any:
     q: s.AuditQuery = call.query
     before = decode_cursor(q.cursor)
     if before is not None and not (before.isdigit() and len(before) <= 18):
-        raise ApiError(422, "VALIDATION_FAILED", "cursor: not a cursor this API returned",
-                       {"field": "cursor"})
+        raise ApiError(
+            422, "VALIDATION_FAILED", "cursor: not a cursor this API returned", {"field": "cursor"}
+        )
     rows, next_before = await readmodels.audit_events_page(
         call.ctx.db,
         before_id=int(before) if before is not None else None,
@@ -37,10 +38,22 @@ async def list_audit_events(call: Call) -> Any:
 
 
 ENDPOINTS = [
-    Endpoint("GET", "/v3/workers", list_workers,
-             "Worker heartbeats of a network class, with stale flags", "operations",
-             s.WorkerList, query_model=s.WorkerQuery),
-    Endpoint("GET", "/v3/audit-events", list_audit_events,
-             "The audit log, newest first (filters, cursor pagination)", "operations",
-             s.AuditPage, query_model=s.AuditQuery),
+    Endpoint(
+        "GET",
+        "/v3/workers",
+        list_workers,
+        "Worker heartbeats of a network class, with stale flags",
+        "operations",
+        s.WorkerList,
+        query_model=s.WorkerQuery,
+    ),
+    Endpoint(
+        "GET",
+        "/v3/audit-events",
+        list_audit_events,
+        "The audit log, newest first (filters, cursor pagination)",
+        "operations",
+        s.AuditPage,
+        query_model=s.AuditQuery,
+    ),
 ]

@@ -25,13 +25,32 @@ async def set_expected_identity(call: Call) -> Any:
 
 
 ENDPOINTS = [
-    Endpoint("GET", "/v3/executors", list_executors, "Registered executors and their health",
-             "registry", s.ExecutorList),
-    Endpoint("GET", "/v3/signers", list_signers,
-             "Signers: health and identity posture (expected vs observed address)",
-             "registry", s.SignerList),
-    Endpoint("PUT", "/v3/signers/{signer_key}/expected-identity", set_expected_identity,
-             "Enrol a signer's expected address (the only writer of it)", "registry", s.Signer,
-             role=Role.admin, path_model=s.SignerPath, body_model=s.ExpectedIdentity,
-             errors=(404,)),
+    Endpoint(
+        "GET",
+        "/v3/executors",
+        list_executors,
+        "Registered executors and their health",
+        "registry",
+        s.ExecutorList,
+    ),
+    Endpoint(
+        "GET",
+        "/v3/signers",
+        list_signers,
+        "Signers: health and identity posture (expected vs observed address)",
+        "registry",
+        s.SignerList,
+    ),
+    Endpoint(
+        "PUT",
+        "/v3/signers/{signer_key}/expected-identity",
+        set_expected_identity,
+        "Enrol a signer's expected address (the only writer of it)",
+        "registry",
+        s.Signer,
+        role=Role.admin,
+        path_model=s.SignerPath,
+        body_model=s.ExpectedIdentity,
+        errors=(404,),
+    ),
 ]
