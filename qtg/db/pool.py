@@ -125,11 +125,13 @@ class Database:
         tx = Tx(self._pool, self.connect_timeout)
         try:
             yield tx
+            # A cancellation can land at this call's own checkpoint, before the
+            # commit runs: the except below still gives the connection back.
+            await trio.to_thread.run_sync(tx._finish, True)
         except BaseException:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(tx._finish, False)
+                await trio.to_thread.run_sync(tx._finish, False)  # a no-op once finished
             raise
-        await trio.to_thread.run_sync(tx._finish, True)
 
     # Single-statement conveniences, each in its own transaction.
     async def execute(self, query: Query, params: Params = None) -> int:
