@@ -139,6 +139,39 @@ async def _pending(tx: Tx, proposal_id: object, action: str) -> dict[str, Any]:
     return row
 
 
+async def _decide(
+    tx: Tx,
+    row: dict[str, Any],
+    state: str,
+    *,
+    actor: str,
+    note: str | None,
+    template_version_id: object = None,
+    **audit_detail: Any,
+) -> dict[str, Any]:
+    """Record a decision on a locked PENDING_REVIEW proposal, with its audit row."""
+    decided = await tx.fetchrow(
+        SQL.decide_proposal,
+        {
+            "proposal_id": row["id"],
+            "proposal_state": state,
+            "actor": actor,
+            "note": note,
+            "template_version_id": template_version_id,
+        },
+    )
+    assert decided is not None  # the row is locked and was PENDING_REVIEW
+    await record_audit(
+        tx,
+        actor=actor,
+        action=f"template_proposal.{state.lower()}",
+        object_type=OBJECT_TYPE,
+        object_id=row["id"],
+        detail={"template_key": row["template_key"], **audit_detail, "note": note},
+    )
+    return decided
+
+
 async def approve_proposal(
     db: Database, proposal_id: object, *, actor: str, note: str | None = None
 ) -> dict[str, Any]:
@@ -173,30 +206,16 @@ async def approve_proposal(
             )
         except PlanError as exc:  # the plan rules changed since it was proposed
             raise _plan_error(exc) from None
-        decided = await tx.fetchrow(
-            SQL.decide_proposal,
-            {
-                "proposal_id": row["id"],
-                "proposal_state": "APPROVED",
-                "actor": actor,
-                "note": note,
-                "template_version_id": version["template_version_id"],
-            },
-        )
-        assert decided is not None  # the row is locked and was PENDING_REVIEW
-        await record_audit(
+        decided = await _decide(
             tx,
+            row,
+            "APPROVED",
             actor=actor,
-            action="template_proposal.approved",
-            object_type=OBJECT_TYPE,
-            object_id=row["id"],
-            detail={
-                "template_key": row["template_key"],
-                "version": version["version"],
-                "graph_hash": version["graph_hash"],
-                "proposed_by": row["proposed_by"],
-                "note": note,
-            },
+            note=note,
+            template_version_id=version["template_version_id"],
+            version=version["version"],
+            graph_hash=version["graph_hash"],
+            proposed_by=row["proposed_by"],
         )
         decided["template_version"] = version
         return decided
@@ -209,26 +228,7 @@ async def reject_proposal(
     note = _note(note)
     async with db.transaction() as tx:
         row = await _pending(tx, proposal_id, "reject")
-        decided = await tx.fetchrow(
-            SQL.decide_proposal,
-            {
-                "proposal_id": row["id"],
-                "proposal_state": "REJECTED",
-                "actor": actor,
-                "note": note,
-                "template_version_id": None,
-            },
-        )
-        assert decided is not None
-        await record_audit(
-            tx,
-            actor=actor,
-            action="template_proposal.rejected",
-            object_type=OBJECT_TYPE,
-            object_id=row["id"],
-            detail={"template_key": row["template_key"], "note": note},
-        )
-        return decided
+        return await _decide(tx, row, "REJECTED", actor=actor, note=note)
 
 
 async def get_proposal(db: Database, proposal_id: object) -> dict[str, Any]:
