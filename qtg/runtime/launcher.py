@@ -193,6 +193,7 @@ def build_worker(worker: LoadedWorker, runtime: Runtime) -> WorkerFn:
         next_due=next_due,
         reactive=settings.reactive,
         heartbeat=heartbeat,
+        drain=spec.drain,
     )
 
 

@@ -80,20 +80,27 @@ async def run_loop(
     reactive: bool = True,
     heartbeat: Heartbeat | None = None,
     rng: random.Random | None = None,
+    drain: bool = True,
 ) -> None:
     """Run `func` forever as worker `name`; returns only by cancellation.
+
+    `drain=False` is for periodic probes (executor_health): their count says
+    how much they looked at, not that more work is waiting, so a productive
+    pass is followed by the normal wait instead of another pass at once.
 
     `func` and `next_due` take no arguments: the registry binds the worker's
     ServiceContext to them. `heartbeat`, when given, is fed after every pass
     and flushed by its own task beside the loop.
     """
     if heartbeat is None:
-        await _loop(name, func, interval, jitter, wakeup, next_due, reactive, None, rng)
+        await _loop(name, func, interval, jitter, wakeup, next_due, reactive, None, rng, drain)
         return
     async with trio.open_nursery() as nursery:
         nursery.start_soon(heartbeat.run)
         try:
-            await _loop(name, func, interval, jitter, wakeup, next_due, reactive, heartbeat, rng)
+            await _loop(
+                name, func, interval, jitter, wakeup, next_due, reactive, heartbeat, rng, drain
+            )
         finally:
             nursery.cancel_scope.cancel()
 
@@ -108,6 +115,7 @@ async def _loop(
     reactive: bool,
     heartbeat: Heartbeat | None,
     rng: random.Random | None,
+    drain: bool = True,
 ) -> None:
     rng = rng or random.Random()
     listen = wakeup if reactive else None
@@ -141,7 +149,7 @@ async def _loop(
             heartbeat.record_success(count)
         if count > 0 and log.isEnabledFor(logging.DEBUG):
             log.debug("pass", extra={"worker": name, "items": count})
-        if reactive and count > 0:
+        if reactive and drain and count > 0:
             await trio.lowlevel.checkpoint()  # drain, but let others run
             continue
         delay = fallback_wait(interval, jitter, rng)

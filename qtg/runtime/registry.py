@@ -104,6 +104,7 @@ class WorkerSpec:
     next_due: str | None = None  # dotted path of `async def next_due(ctx)`
     requires: tuple[str, ...] = ()  # capabilities, see CAPABILITIES
     jitter_setting: str = "worker_jitter_seconds"
+    drain: bool = True  # False: a periodic probe, never re-run at once (see run_loop)
 
 
 # fmt: off
@@ -131,7 +132,7 @@ WORKERS: tuple[WorkerSpec, ...] = (
                next_due="qtg.services.proposals.next_due"),
     WorkerSpec("executor_health", "sidecar",
                "qtg.services.health.refresh_executor_health",
-               "executor_health_interval_seconds"),
+               "executor_health_interval_seconds", drain=False),
     WorkerSpec("audit_outbox_promoter", "sidecar", "qtg.services.audit.promote_audit_outbox",
                "audit_outbox_promoter_interval_seconds", "qtg_audit"),
     # ---- conditional: the two reapers join the core fail-fast group when enabled

@@ -147,10 +147,10 @@ async def probe(provider: object, limit_seconds: float) -> Probe:
 async def refresh_executor_health(ctx: ServiceContext) -> int:
     """The executor_health pass: probe everything, persist it in one transaction.
 
-    Returns 0, always: this is a periodic probe, not a queue. The runtime runs
-    a pass again at once after one that reports items (to drain a backlog),
-    which for a probe would mean calling every provider's health() in a
-    tight loop; reporting 0 keeps it to one pass per interval.
+    Returns how many executors and signers it probed. This is a periodic
+    probe, not a queue: the worker registry declares it `drain=False`, so a
+    productive pass is not re-run at once (every provider's health() in a
+    tight loop), and its heartbeat still counts what it looked at.
     """
     executors = ctx.providers.executors()
     signers = ctx.providers.signers()
@@ -200,7 +200,7 @@ async def refresh_executor_health(ctx: ServiceContext) -> int:
                 },
             )
         await tx.execute(SQL.orphan_signers, {"keys": [s.key for s in signers]})
-    return 0
+    return len(executors) + len(signers)
 
 
 # -------------------------------------------------------------- read models

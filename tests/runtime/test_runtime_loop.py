@@ -80,6 +80,12 @@ async def test_drains_at_once_after_items_then_waits(autojump_clock) -> None:
     assert rel(s.times) == [0, 0, 0, 0, 5]
 
 
+async def test_a_probe_declared_without_drain_waits_after_items(autojump_clock) -> None:
+    s = Script(3, 2, 1, 0)
+    await run_for(6.5, "w", s, 2.0, drain=False)
+    assert rel(s.times) == [0, 2, 4, 6]
+
+
 async def test_no_drain_when_not_reactive(autojump_clock) -> None:
     s = Script(3, 2, 1, 0)
     await run_for(6.5, "w", s, 2.0, reactive=False)
