@@ -8,7 +8,7 @@ import trio
 
 from qtg.db import Query
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import dispatch_ready_nodes
+from qtg.services.dispatch import _claim_and_read, _prepare, _submit, dispatch_ready_nodes
 from qtg.services.movements import get_movement, resume_movement
 from qtg.services.observe import observe_active_nodes
 
@@ -92,3 +92,57 @@ async def test_observation_timeout_pages_even_without_a_side_effect(svc: Service
     audit = await enforcing.db.fetch(Q["audit"], {"oid": str(m["id"])})
     assert audit[-1]["action"] == "movement.resumed"
     assert audit[-1]["detail"] == {"rearmed": ["watch"]}
+
+
+LOCK_REQUEST = Query("tests/hold-request", "SELECT id FROM movement_requests FOR UPDATE")
+COMPLETE_B = Query(
+    "tests/complete-b",
+    "UPDATE movement_request_nodes SET node_state = 'COMPLETED' WHERE node_key = 'b'",
+)
+LOCK_WAITERS = Query(
+    "tests/lock-waiters",
+    "SELECT count(*) AS n FROM pg_stat_activity "
+    "WHERE datname = current_database() AND wait_event_type = 'Lock'",
+)
+
+
+async def test_a_failed_submit_decides_from_the_nodes_as_they_are_when_it_commits(
+    svc: ServiceContext,
+) -> None:
+    """While a rejected submit is being recorded, another worker completes the
+    sibling branch (it holds the request). The failure must wait for it and see
+    b COMPLETED — money moved — so the request needs a human. A stale read
+    would see b still in flight and leave the request EXECUTING forever."""
+    await template(
+        svc,
+        "race",
+        [
+            node("a", "cex_withdrawal", sandbox={"fail": "submit_rejected"}),
+            node("b", "evm_transfer"),
+        ],
+        [],
+    )
+    m = await movement(svc, "race")
+    held_a = None
+    while held_a is None:  # write-ahead both roots; submit b now, keep a for later
+        async with svc.db.transaction() as tx:
+            node_id, snap = await tx.batch(_claim_and_read)
+            sub = await _prepare(svc, tx, node_id, snap)
+        if snap.node_by_id(node_id)["node_key"] == "a":
+            held_a = sub
+        else:
+            await _submit(svc, sub)
+    assert states(await get_movement(svc.db, m["id"])) == {"a": "SUBMITTING", "b": "SUBMITTED"}
+
+    async with trio.open_nursery() as nursery, svc.db.transaction() as observer:
+        await observer.fetch(LOCK_REQUEST)  # the observer holds the request...
+        nursery.start_soon(_submit, svc, held_a)  # ...while a's submit is rejected
+        await eventually(lambda: _lock_waiters(svc))
+        await observer.execute(COMPLETE_B)  # ...and completes b before it commits
+    done = await get_movement(svc.db, m["id"])
+    assert states(done) == {"a": "FAILED", "b": "COMPLETED"}
+    assert done["request_state"] == "MANUAL_INTERVENTION"
+
+
+async def _lock_waiters(svc: ServiceContext) -> int:
+    return await svc.db.fetchval(LOCK_WAITERS)
