@@ -1,9 +1,13 @@
 """The database edge: a psycopg pool driven from trio, transactions and savepoints.
 
 psycopg's async API is asyncio-only, so qtg uses the sync `ConnectionPool` and
-runs each statement through `trio.to_thread.run_sync` (DESIGN §9). Everything
-above this module speaks `Database` and `Tx`, so the mechanism can change
-without touching a service.
+runs statements through `trio.to_thread.run_sync` (DESIGN §9). A thread hop
+costs several times a short statement, so the API is shaped to need few: a
+transaction takes its connection in its first hop and commits in its last;
+`Tx.defer` queues writes that go pipelined with the next statement or the
+commit; `Tx.batch` runs plain steps (a claim walk with its savepoints, the
+reads after it) in one hop. Everything above this module speaks `Database`,
+`Tx` and `Batch`, so the mechanism can change without touching a service.
 
 Cancellation: trio cannot interrupt a statement running in a thread, so a
 thread call is never abandoned (the connection would be returned to the pool
@@ -27,7 +31,7 @@ from psycopg_pool import ConnectionPool
 
 from qtg.db.queries import Query
 
-__all__ = ["Database", "Jsonb", "Savepoint", "Tx"]
+__all__ = ["Batch", "Database", "Jsonb", "Tx"]
 
 Params = Mapping[str, Any] | Sequence[Any] | None
 T = TypeVar("T")
@@ -205,10 +209,6 @@ class Tx:
             return None
         return next(iter(row.values()))
 
-    async def claim(self, query: Query, params: Params = None) -> dict[str, Any] | None:
-        """The reference's miss-only savepoint claim (see `Batch.claim`), in one hop."""
-        return await self.batch(lambda b: b.claim(query, params))
-
     async def batch(self, fn: Callable[[Batch], T]) -> T:
         """Run `fn` — plain, synchronous database steps — in one thread hop.
 
@@ -219,21 +219,6 @@ class Tx:
         return await trio.to_thread.run_sync(
             self._run, lambda conn, _q, _p: fn(Batch(self, conn)), None, None
         )
-
-    @asynccontextmanager
-    async def savepoint(self) -> AsyncIterator[Savepoint]:
-        """A savepoint: released on success, rolled back on exception or `rollback()`."""
-        sp = Savepoint(self, f"qtg_sp_{next(self._savepoints)}")
-        await sp._control(_SAVEPOINT)
-        try:
-            yield sp
-        except BaseException:
-            if not sp.done:
-                with trio.CancelScope(shield=True):
-                    await sp.rollback()
-            raise
-        if not sp.done:
-            await sp.release()
 
     # -- thread side
     def _run(self, fn: Any, query: Any, params: Params) -> Any:
@@ -291,10 +276,6 @@ def _fetchrow(conn: psycopg.Connection[Any], query: Query, params: Params) -> di
         return cur.fetchone() if cur.description else None
 
 
-def _control(conn: psycopg.Connection[Any], statement: str, _params: Params) -> None:
-    conn.execute(statement)  # type: ignore[arg-type]
-
-
 def _rollback_to(conn: psycopg.Connection[Any], name: str) -> None:
     conn.execute(_ROLLBACK_TO.format(name))  # type: ignore[arg-type]
     conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
@@ -334,26 +315,3 @@ class Batch:
         else:
             self._conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
         return row
-
-
-class Savepoint:
-    __slots__ = ("done", "name", "tx")
-
-    def __init__(self, tx: Tx, name: str) -> None:
-        self.tx = tx
-        self.name = name
-        self.done = False
-
-    async def _control(self, template: str) -> None:
-        await trio.to_thread.run_sync(self.tx._run, _control, template.format(self.name), None)
-
-    async def rollback(self) -> None:
-        """Undo everything since the savepoint, including row locks, and end it."""
-        self.done = True
-        await trio.to_thread.run_sync(
-            self.tx._run, lambda conn, _q, _p: _rollback_to(conn, self.name), None, None
-        )
-
-    async def release(self) -> None:
-        self.done = True
-        await self._control(_RELEASE)

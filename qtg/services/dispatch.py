@@ -23,8 +23,7 @@ from typing import Any
 
 import msgspec
 
-from qtg.db import Jsonb, Tx, sql_family
-from qtg.db.pool import Batch
+from qtg.db import Batch, Jsonb, Tx, sql_family
 from qtg.domain.context import ExecutionContext
 from qtg.domain.execution import (
     build_execution_context,

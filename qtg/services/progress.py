@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from qtg.db import Jsonb, Query, Tx, sql_family
-from qtg.db.pool import Batch
+from qtg.db import Batch, Jsonb, Query, Tx, sql_family
 from qtg.domain.derive import NodeView, derive_request_state
 from qtg.domain.execution import frontier_keys, releasable_successors
 from qtg.domain.states import NodeState, RequestState, request_transition_allowed

@@ -124,7 +124,7 @@ async def test_a_failed_submit_decides_from_the_nodes_as_they_are_when_it_commit
     )
     m = await movement(svc, "race")
     held_a = None
-    while held_a is None:  # write-ahead both roots; submit b now, keep a for later
+    for _ in range(2):  # write-ahead both roots; submit b now, keep a for later
         async with svc.db.transaction() as tx:
             node_id, snap = await tx.batch(_claim_and_read)
             sub = await _prepare(svc, tx, node_id, snap)
@@ -132,6 +132,7 @@ async def test_a_failed_submit_decides_from_the_nodes_as_they_are_when_it_commit
             held_a = sub
         else:
             await _submit(svc, sub)
+    assert held_a is not None
     assert states(await get_movement(svc.db, m["id"])) == {"a": "SUBMITTING", "b": "SUBMITTED"}
 
     async with trio.open_nursery() as nursery, svc.db.transaction() as observer:
