@@ -9,9 +9,10 @@ import pytest
 from qtg.db import Query
 from qtg.providers.sandbox.signer import SandboxSigner
 from qtg.services.context import ServiceContext
+from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.movements import complete_manual_node, get_movement, retry_node
 
-from .helpers import Q, drive, movement, node, states, template
+from .helpers import Q, drive, eventually, movement, node, states, template
 
 CALLBACK = "http://127.0.0.1:9/callbacks"  # never contacted here: only outbox rows matter
 
@@ -272,9 +273,14 @@ async def test_expired_observation_goes_unknown_never_failed(svc: ServiceContext
     nodes[1]["timeout_policy"] = {"observe_seconds": 3600}
     await template(svc, "slow", nodes, [["withdraw", "receive"]])
     m = await movement(svc, "slow", callback_url=CALLBACK)
-    # run until the receive node is being observed, then age it past its timeout
-    while states(await get_movement(svc.db, m["id"]))["receive"] != "OBSERVING":
+
+    # run until the receive node is being observed (it never completes by
+    # itself: 1000 observations), then age it past its timeout
+    async def receive_observing() -> bool:
         await drive(svc, m["id"], stop=frozenset({"EXECUTING"}))
+        return states(await get_movement(svc.db, m["id"]))["receive"] == "OBSERVING"
+
+    await eventually(receive_observing)
     await svc.db.execute(
         Query(
             "tests/age",
@@ -297,8 +303,8 @@ async def test_observation_timeout_is_off_by_default(svc: ServiceContext) -> Non
     nodes[0]["timeout_policy"] = {"observe_seconds": 1}
     await template(svc, "lenient", nodes, [])
     m = await movement(svc, "lenient")
-    while states(await get_movement(svc.db, m["id"]))["receive"] != "OBSERVING":
-        await drive(svc, m["id"], stop=frozenset({"EXECUTING"}))
+    assert await dispatch_ready_nodes(svc) == 1  # READY -> OBSERVING, started_at set
+    assert states(await get_movement(svc.db, m["id"]))["receive"] == "OBSERVING"
     await svc.db.execute(
         Query(
             "tests/age", "UPDATE movement_request_nodes SET started_at = now() - interval '2 hours'"
