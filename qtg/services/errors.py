@@ -7,6 +7,7 @@ maps to one HTTP status, so the API turns them into
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 
@@ -52,3 +53,13 @@ class Conflict(ServiceError):
 
 class IdempotencyConflict(Conflict):
     code = "IDEMPOTENCY_KEY_REUSED"
+
+
+def uuid_or_not_found(value: object, *, what: str, key: str) -> uuid.UUID:
+    """`value` as a UUID; anything that is not one names no object: NotFound."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise NotFound(f"{what} {value!r} not found", detail={key: str(value)}) from None

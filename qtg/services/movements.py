@@ -25,7 +25,14 @@ from qtg.domain.plan import canonical_json, compile_graph, compiled_plan_hash
 from qtg.domain.states import IN_FLIGHT_NODE_STATES, NodeState, RequestState
 from qtg.services import progress
 from qtg.services.auditing import record_audit
-from qtg.services.errors import Conflict, Forbidden, IdempotencyConflict, InvalidInput, NotFound
+from qtg.services.errors import (
+    Conflict,
+    Forbidden,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    uuid_or_not_found,
+)
 
 SQL = sql_family(
     "movements",
@@ -99,12 +106,7 @@ def request_fingerprint(
 
 
 def _request_uuid(request_id: object) -> uuid.UUID:
-    try:
-        return request_id if isinstance(request_id, uuid.UUID) else uuid.UUID(str(request_id))
-    except ValueError:
-        raise NotFound(
-            f"movement {request_id!r} not found", detail={"request_id": str(request_id)}
-        ) from None
+    return uuid_or_not_found(request_id, what="movement", key="request_id")
 
 
 # ------------------------------------------------------------------ reading

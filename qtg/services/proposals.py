@@ -25,7 +25,7 @@ from qtg.domain.plan import PlanError, compile_graph
 from qtg.services import templates
 from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
-from qtg.services.errors import Conflict, Forbidden, InvalidInput, NotFound
+from qtg.services.errors import Conflict, Forbidden, InvalidInput, NotFound, uuid_or_not_found
 
 SQL = sql_family(
     "proposals",
@@ -55,13 +55,7 @@ def _plan_error(exc: PlanError) -> InvalidInput:
 
 
 def _proposal_uuid(proposal_id: object) -> uuid.UUID:
-    try:
-        return proposal_id if isinstance(proposal_id, uuid.UUID) else uuid.UUID(str(proposal_id))
-    except ValueError:
-        raise NotFound(
-            f"template proposal {proposal_id!r} not found",
-            detail={"proposal_id": str(proposal_id)},
-        ) from None
+    return uuid_or_not_found(proposal_id, what="template proposal", key="proposal_id")
 
 
 def _note(note: Any) -> str | None:
