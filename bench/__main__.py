@@ -3,6 +3,7 @@
     .venv/bin/pip install -e '.[bench]'     # once: py-spy for the profile
     .venv/bin/python -m bench               # the full run (writes bench/results/latest.md)
     .venv/bin/python -m bench --quick       # smaller counts, to try the machinery
+    .venv/bin/python -m bench --peers       # + PgQueuer and Procrastinate in the same run
 
 Everything runs against a private PostgreSQL started for the run (bench/server.py)
 with the sandbox provider and real `bin/qtg-runtime` processes; every
@@ -29,7 +30,7 @@ from typing import Any
 
 import trio
 
-from bench import databases, latency, load, memory, report, roundtrip, throughput
+from bench import databases, latency, load, memory, peers, report, roundtrip, throughput
 from bench.server import PrivateServer
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -50,6 +51,7 @@ def scale(quick: bool) -> dict[str, Any]:
         "polling_window_s": 40,
         "profile_s": 15,
         "pgbench_s": 10,
+        "peer_drain_jobs": 20000,
     }
     if not quick:
         return full
@@ -67,6 +69,7 @@ def scale(quick: bool) -> dict[str, Any]:
         "polling_window_s": 12,
         "profile_s": 5,
         "pgbench_s": 4,
+        "peer_drain_jobs": 3000,
     }
 
 
@@ -104,12 +107,13 @@ def machine() -> str:
 
 class Bench:
     def __init__(self, server: PrivateServer, sizes: dict[str, Any], monitor: load.LoadMonitor,
-                 results: report.Results, polling: bool) -> None:
+                 results: report.Results, polling: bool, with_peers: bool = False) -> None:
         self.server = server
         self.s = sizes
         self.monitor = monitor
         self.r = results
         self.polling = polling
+        self.with_peers = with_peers
         self.t0 = time.monotonic()
 
     def say(self, text: str) -> None:
@@ -187,6 +191,13 @@ class Bench:
             self.say(f"drain {key}: {d.nodes_per_s:.1f} nodes/s, {d.nodes_completed} nodes, "
                      f"{d.per_node(d.round_trips):.1f} round trips/node")
 
+        if self.with_peers:
+            self.r.peers = await self.phase("peers", lambda: peers.measure(
+                server, pickup_samples=s["pickup_samples"], pickup_warmup=s["pickup_warmup"],
+                drain_jobs=s["peer_drain_jobs"]))
+            for p in self.r.peers:
+                self.say(f"peer {p.name}: pickup {p.pickup}, drain {p.jobs_per_s} jobs/s")
+
         if self.polling:
             await self.phase("polling", lambda: self.polling_phase(base, backlog))
 
@@ -222,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the MG_REACTIVE=false figures")
     parser.add_argument("--keep-server", action="store_true",
                         help="keep the private server's folder (its log) after the run")
+    parser.add_argument("--peers", action="store_true",
+                        help="also measure PgQueuer and Procrastinate (bench extra) side by side")
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.md")
     args = parser.parse_args(argv)
 
@@ -235,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     with PrivateServer.running(keep=args.keep_server) as server:
         monitor = load.LoadMonitor(server.postgres_pids)
-        bench = Bench(server, sizes, monitor, results, polling=not args.no_polling)
+        bench = Bench(server, sizes, monitor, results, polling=not args.no_polling,
+                      with_peers=args.peers)
 
         async def run() -> None:
             async with trio.open_nursery() as nursery:
@@ -250,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         results.problems.extend(d.problems)
     for res in results.latency.values():
         results.problems.extend(res.problems)
+    for peer in results.peers:
+        results.problems.extend(peer.problems)
     text = report.build(results)
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)

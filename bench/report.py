@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.latency import LatencyResult
 from bench.memory import IdleMemory
+from bench.peers import PeerResult
 from bench.profile import ProfileSummary
 from bench.stats import Summary
 from bench.throughput import DrainResult
@@ -30,6 +31,7 @@ class Results:
     busy: dict[str, float] = field(default_factory=dict)  # phase → whole machine busy share
     durations: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    peers: list[PeerResult] = field(default_factory=list)
 
 
 def _f(value: float, digits: int = 1) -> str:
@@ -60,6 +62,7 @@ def build(r: Results) -> str:
         "benchmark's (other people's tests) while the figure was measured\n"
     )
     out.append(_table(r))
+    out.extend(_peers(r))
     out.extend(_details(r))
     if r.problems:
         out.append("\n## Problems seen\n")
@@ -198,6 +201,36 @@ def _table(r: Results) -> str:
     header = ("| figure | target | reactive | polling (MG_REACTIVE=false) | "
               "others (reactive / polling) |\n|---|---|---|---|---|")
     return header + "\n" + "\n".join(f"| {' | '.join(row)} |" for row in rows)
+
+
+def _peers(r: Results) -> list[str]:
+    """PgQueuer and Procrastinate beside qtg, as ratios (`--peers`)."""
+    if not r.peers:
+        return []
+    pickup = r.latency.get(("pickup", True))
+    ours = pickup.summary if pickup is not None else None
+    one = r.drains.get("1proc-reactive")
+    out = ["\n## Peers in the same run (same private server, bench/peers.py)\n",
+           "Pickup: enqueue commit → claim commit on an idle worker, from commit timestamps "
+           "(qtg: READY commit → SUBMITTING commit). Drain: one worker process emptying a "
+           "backlog of no-op jobs (qtg: nodes of 3-node sandbox movements, each with a "
+           "write-ahead commit before its submit). Ratio = qtg's figure / the peer's "
+           "(pickup: below 1 is faster; drain: above 1 is faster).\n",
+           "| runtime | pickup p50 / p99 ms | qtg pickup ratio p50 / p99 | drain | "
+           "qtg drain ratio |\n|---|---|---|---|---|"]
+    if ours is not None:
+        out.append(f"| qtg | {_f(ours.p50)} / {_f(ours.p99)} (n={ours.n}) | 1 / 1 | "
+                   f"{_f(one.nodes_per_s) if one else '—'} nodes/s | 1 |")
+    for peer in r.peers:
+        s = peer.pickup
+        ratio = (f"{ours.p50 / s.p50:.2f} / {ours.p99 / s.p99:.2f}"
+                 if ours is not None and s.n else "—")
+        drain = f"{_f(peer.jobs_per_s)} jobs/s" if peer.jobs_per_s else "—"
+        drain_ratio = (f"{one.nodes_per_s / peer.jobs_per_s:.2f}"
+                       if one and peer.jobs_per_s else "—")
+        out.append(f"| {peer.name} | {_f(s.p50)} / {_f(s.p99)} (n={s.n}) | {ratio} | "
+                   f"{drain} | {drain_ratio} |")
+    return out
 
 
 def _details(r: Results) -> list[str]:

@@ -1,0 +1,87 @@
+"""Peers in the same run: PgQueuer and Procrastinate on the same private server as qtg.
+
+`python -m bench --peers` measures, for each peer, the two figures qtg is compared on:
+- pickup: enqueue commit → claim commit, one job at a time on an idle worker, from
+  PostgreSQL's commit timestamps (the same method as qtg's pickup, bench/latency.py);
+- drain: the rate at which one worker process empties a backlog of no-op jobs.
+
+Each peer runs in its own process (bench/peer_run.py, asyncio) on its own database, one figure
+at a time with nothing else of the benchmark running, exactly as qtg's figures are taken.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+
+import trio
+
+from bench.server import PrivateServer
+from bench.stats import Summary
+
+PEERS = ("pgqueuer", "procrastinate")
+#: A peer's figure that takes longer than this is reported as a problem, not waited for.
+PEER_DEADLINE_SECONDS = 300.0
+
+
+@dataclass
+class PeerResult:
+    name: str
+    pickup_ms: list[float] = field(default_factory=list)
+    jobs_per_s: float | None = None
+    drain_jobs: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def pickup(self) -> Summary:
+        return Summary.of(self.pickup_ms)
+
+
+async def _run_peer(
+    server: PrivateServer, peer: str, figure: str, count: int, warmup: int
+) -> dict[str, object]:
+    name = f"qtg_bench_peer_{peer}_{figure}"
+    dsn = await trio.to_thread.run_sync(server.create_database, name)
+    try:
+        with trio.fail_after(PEER_DEADLINE_SECONDS):
+            done = await trio.run_process(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.peer_run",
+                    peer,
+                    figure,
+                    dsn,
+                    str(count),
+                    str(warmup),
+                ],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+    finally:
+        await trio.to_thread.run_sync(server.drop_database, name)
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise RuntimeError(f"{peer} {figure} exited {done.returncode}: {' | '.join(tail)}")
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+async def measure(
+    server: PrivateServer, *, pickup_samples: int, pickup_warmup: int, drain_jobs: int
+) -> list[PeerResult]:
+    """Every peer's pickup and drain, one after another."""
+    results = []
+    for peer in PEERS:
+        result = PeerResult(peer)
+        try:
+            pickup = await _run_peer(server, peer, "pickup", pickup_samples, pickup_warmup)
+            result.pickup_ms = [float(v) for v in pickup["pickup_ms"]]  # type: ignore[union-attr]
+            drain = await _run_peer(server, peer, "drain", drain_jobs, 0)
+            result.jobs_per_s = float(drain["jobs_per_s"])  # type: ignore[arg-type]
+            result.drain_jobs = drain_jobs
+        except (RuntimeError, trio.TooSlowError, ValueError, KeyError) as exc:
+            result.problems.append(f"peer {peer}: {exc or type(exc).__name__}")
+        results.append(result)
+    return results
