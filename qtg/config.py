@@ -68,6 +68,14 @@ class Settings:
     network_class: str = setting("MG_NETWORK_CLASS", "default")
     db_pool_min_size: int = setting("MG_DB_POOL_MIN_SIZE", 2, minimum=1)
     db_pool_max_size: int = setting("MG_DB_POOL_MAX_SIZE", 10, minimum=1)
+    # How long a worker's transaction waits for a free connection of the workers' pool.
+    db_pool_timeout_seconds: float = interval("MG_DB_POOL_TIMEOUT_SECONDS", 10.0)
+    # The API has a pool of its own (issue 17): a flood of requests can exhaust
+    # it, never the workers'. A request that finds no free connection within the
+    # timeout is answered 503 at once instead of queueing.
+    api_db_pool_min_size: int = setting("MG_API_DB_POOL_MIN_SIZE", 1, minimum=1)
+    api_db_pool_max_size: int = setting("MG_API_DB_POOL_MAX_SIZE", 10, minimum=1)
+    api_db_pool_timeout_seconds: float = interval("MG_API_DB_POOL_TIMEOUT_SECONDS", 2.0)
     statement_timeout_ms: int = setting("MG_STATEMENT_TIMEOUT_MS", 30_000, minimum=1)
     embedded_data_dir: str = setting("MG_EMBEDDED_DATA_DIR", ".qtg")
     migrate_on_start: bool = setting("MG_MIGRATE_ON_START", False)
@@ -167,6 +175,9 @@ class Settings:
     # ---- API
     api_host: str = setting("MG_API_HOST", "127.0.0.1")
     api_port: int = setting("MG_API_PORT", 8000, minimum=0)
+    # Admission control: HTTP requests in progress at once; the next one is
+    # answered 503 (Retry-After) at once, before it reads a byte from the database.
+    api_max_concurrent_requests: int = count("MG_API_MAX_CONCURRENT_REQUESTS", 64)
     # WS /v3/stream: events a client may fall behind by before it is closed
     # (4008, resumable); references to shared events, so cheap per client.
     stream_client_buffer: int = count("MG_STREAM_CLIENT_BUFFER", 10_000)
@@ -185,11 +196,14 @@ class Settings:
             if raw is not None:
                 values[f.name] = _parse(f, hints[f.name], raw)
         settings = cls(**values)
-        if settings.db_pool_min_size > settings.db_pool_max_size:
-            raise ConfigError(
-                f"MG_DB_POOL_MIN_SIZE: {settings.db_pool_min_size} is larger than "
-                f"MG_DB_POOL_MAX_SIZE ({settings.db_pool_max_size})"
-            )
+        for prefix, low, high in (
+            ("MG_DB_POOL", settings.db_pool_min_size, settings.db_pool_max_size),
+            ("MG_API_DB_POOL", settings.api_db_pool_min_size, settings.api_db_pool_max_size),
+        ):
+            if low > high:
+                raise ConfigError(
+                    f"{prefix}_MIN_SIZE: {low} is larger than {prefix}_MAX_SIZE ({high})"
+                )
         return settings
 
     def replace(self, **changes: Any) -> Settings:

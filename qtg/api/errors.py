@@ -136,7 +136,7 @@ def _database_error(exc: psycopg.Error, where: str) -> tuple[int, str, str, dict
         log.warning("database refused a value the API let through", extra={"where": where})
         return 422, "INVALID_VALUE", "a value in the request cannot be stored", {}
     if isinstance(exc, psycopg.OperationalError | psycopg.errors.QueryCanceled):
-        # includes psycopg_pool.PoolTimeout (an OperationalError)
+        # includes qtg.db.PoolTimeout (an OperationalError): answered at once
         return 503, "DATABASE_UNAVAILABLE", "the database is not reachable right now", {}
     return _internal(exc, where)
 

@@ -129,6 +129,9 @@ class Runtime:
     providers: Any
     ctx: ServiceContext
     instance_id: str
+    #: The API's context: the same settings and providers, its own pool (issue 17:
+    #: requests must never wait for, or make workers wait for, a connection).
+    api_ctx: ServiceContext | None = None
     workers: list[ResolvedWorker] = dataclasses.field(default_factory=list)
 
 
@@ -140,17 +143,35 @@ ProvidersFactory = Callable[[Settings, Database], Any]
 WorkerFactory = Callable[[LoadedWorker, Runtime], WorkerFn]
 
 
+def serves_api(args: argparse.Namespace) -> bool:
+    return not getattr(args, "workers_only", False)
+
+
 def extra_services(runtime: Runtime) -> list[tuple[str, ExtraService]]:
     """The services started beside the workers: the API, unless --workers-only."""
-    if getattr(runtime.args, "workers_only", False):
+    if not serves_api(runtime.args):
         return []
     return [("qtg.api", _serve_api)]
+
+
+def api_database(settings: Settings, dsn: str, application_name: str) -> Database:
+    """The API's own pool, sized by MG_API_DB_POOL_* and quick to give up."""
+    return Database(
+        dsn,
+        min_size=settings.api_db_pool_min_size,
+        max_size=settings.api_db_pool_max_size,
+        checkout_timeout=settings.api_db_pool_timeout_seconds,
+        statement_timeout_ms=settings.statement_timeout_ms,
+        callback_max_attempts=settings.callback_max_attempts,
+        application_name=f"{application_name}:api",
+    )
 
 
 async def _serve_api(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     from qtg.api import serve_api
 
-    await serve_api(runtime.ctx, runtime.hub, runtime.settings, task_status=task_status)
+    ctx = runtime.api_ctx or runtime.ctx
+    await serve_api(ctx, runtime.hub, runtime.settings, task_status=task_status)
 
 
 def default_providers(settings: Settings, db: Database) -> Any:
@@ -256,6 +277,7 @@ async def serve(
     """The whole life of the runtime inside one trio.run; returns the exit code."""
     embedded = None
     db: Database | None = None
+    api_db: Database | None = None
     closers: list[Callable[[], Awaitable[None]]] = []  # run on the way out, before the pool
     code = EXIT_OK
     shutdown = _Shutdown(application_name=f"qtg-runtime:{os.getpid()}")
@@ -272,11 +294,15 @@ async def serve(
                             dsn,
                             min_size=settings.db_pool_min_size,
                             max_size=settings.db_pool_max_size,
+                            checkout_timeout=settings.db_pool_timeout_seconds,
                             statement_timeout_ms=settings.statement_timeout_ms,
                             callback_max_attempts=settings.callback_max_attempts,
                             application_name=shutdown.application_name,
                         )
                         await _open(db)
+                        if serves_api(args):
+                            api_db = api_database(settings, dsn, shutdown.application_name)
+                            await _open(api_db)
                         await _run(
                             settings,
                             args,
@@ -288,6 +314,7 @@ async def serve(
                             worker_factory,
                             closers,
                             embedded=embedded is not None,
+                            api_db=api_db,
                         )
                 guard.cancel_scope.cancel()  # stopped: the signal watcher is done too
         except Exception as exc:  # an ExceptionGroup from the nursery, or a plain error
@@ -301,9 +328,11 @@ async def serve(
                         log.warning(
                             "releasing a provider failed", extra={"error": describe_error(exc)}
                         )
-                if db is not None:
+                for pool in (api_db, db):
+                    if pool is None:
+                        continue
                     try:
-                        await db.close()
+                        await pool.close()
                     except Exception as exc:  # still stop the embedded server below
                         log.warning("closing the pool failed", extra={"error": describe_error(exc)})
                 if embedded is not None:
@@ -449,7 +478,7 @@ async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
 async def _open(db: Database) -> None:
     try:
         await db.open()
-    except Exception as exc:  # psycopg_pool.PoolTimeout and friends
+    except Exception as exc:  # qtg.db.PoolTimeout and friends
         raise StartupError(
             f"cannot open the database pool within {db.connect_timeout:g} s: {describe_error(exc)}"
         ) from exc
@@ -467,6 +496,7 @@ async def _run(
     closers: list[Callable[[], Awaitable[None]]],
     *,
     embedded: bool,
+    api_db: Database | None = None,
 ) -> None:
     hub = ListenHub(settings.listen_database_url or dsn)
     with trio.move_on_after(HUB_START_TIMEOUT_SECONDS) as hub_start:
@@ -486,6 +516,9 @@ async def _run(
         providers=providers,
         ctx=ServiceContext(db=db, settings=settings, providers=providers),
         instance_id=f"{socket.gethostname()}:{os.getpid()}",
+        api_ctx=ServiceContext(db=api_db, settings=settings, providers=providers)
+        if api_db is not None
+        else None,
     )
     if args.seed_demo:
         await _seed_demo(runtime)

@@ -117,10 +117,14 @@ def test_a_blocked_statement_does_not_hold_up_the_exit(jobs_dsn, procs) -> None:
     started = time.monotonic()
     proc.send(signal.SIGTERM)
     assert proc.wait_exit(8) == 0
-    assert time.monotonic() - started < 5  # the grace (2 s), then the watchdog cancels
-    assert "cancelled 1 statement(s) still running 2 s into shutdown" in [
-        r["msg"] for r in proc.records()
-    ]
+    # Cancelling the pass cancels its statement on the server (qtg/db/connection.py);
+    # the watchdog (2 s into shutdown) is the fallback if that cancel went unanswered.
+    assert time.monotonic() - started < 5
+    assert not query(
+        jobs_dsn,
+        "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND state = 'active'",
+        (f"qtg-runtime:{proc.pid}",),
+    )
     assert counts(jobs_dsn) == (0, 1, 0)  # rolled back
 
 
