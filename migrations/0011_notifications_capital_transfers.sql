@@ -195,7 +195,11 @@ END;
 $$;
 CREATE TRIGGER movement_events_notify AFTER INSERT ON movement_events
     FOR EACH ROW
-    WHEN (NEW.event_type IN ('request_attention', 'request_state_changed'))
+    -- only the events that raise or resolve: most state changes never call the function
+    WHEN (NEW.event_type = 'request_attention'
+          OR (NEW.event_type = 'request_state_changed'
+              AND (NEW.to_state = 'FAILED'
+                   OR NEW.from_state IN ('MANUAL_INTERVENTION', 'FAILED'))))
     EXECUTE FUNCTION qtg_notify_on_movement_event();
 
 -- A callback that reached dlq: one page per receiver (URL without its query)
