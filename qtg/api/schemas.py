@@ -402,6 +402,42 @@ class CapitalTransferListQuery(QueryParams):
     limit: Limit = 50
 
 
+# ------------------------------------------------------------------ notifications
+
+
+class Notification(Out):
+    id: int
+    kind: str
+    severity: Literal["info", "warning", "critical"]
+    subject: str
+    body: str
+    links: JsonObject
+    request_id: uuid.UUID | None
+    node_key: str | None
+    dedupe_key: str
+    occurrences: int = Field(description="times the open condition was raised")
+    last_raised_at: datetime
+    routed_at: datetime | None
+    resolved_at: datetime | None
+    created_at: datetime
+
+
+class NotificationPage(Out):
+    items: list[Notification]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null: last")
+
+
+class NotificationPath(QueryParams):
+    notification_id: Annotated[int, Field(ge=1, le=2**63 - 1)]
+
+
+class NotificationListQuery(QueryParams):
+    open: bool | None = Field(default=None, description="true: unresolved only; false: resolved")
+    kind: EventType | None = None
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
 # ------------------------------------------------------------------ registry & ops
 
 

@@ -52,6 +52,7 @@ from qtg.domain.attention import (
     webhook_body,
 )
 from qtg.domain.signing import callback_headers
+from qtg.services.auditing import record_audit
 from qtg.services.callbacks import (
     LEASE_MARGIN_SECONDS,
     _tls_context,
@@ -60,6 +61,7 @@ from qtg.services.callbacks import (
     load_callback_secret,
 )
 from qtg.services.context import ServiceContext
+from qtg.services.errors import InvalidInput, NotFound
 
 log = logging.getLogger("qtg.services.notifications")
 
@@ -78,6 +80,9 @@ SQL = sql_family(
     "next_due",
     "raise_notification",
     "resolve_notification",
+    "list_notifications",
+    "get_notification",
+    "resolve_by_id",
 )
 
 #: Most held deliveries one digest carries (a bigger storm takes more digests).
@@ -125,6 +130,61 @@ async def raise_notification(
 async def resolve_notification(tx: Tx, dedupe_key: str) -> int:
     """The condition is over: the next occurrence pages again."""
     return await tx.fetchval(SQL.resolve_notification, {"dedupe_key": dedupe_key})
+
+
+# ------------------------------------------------------------------ reading, resolving
+
+MAX_PAGE = 200
+
+
+async def list_notifications(
+    db: Database,
+    *,
+    open_only: bool | None = None,
+    kind: str | None = None,
+    cursor: str | None = None,
+    limit: int = 50,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of notifications, newest first (cursor: the last id of the previous page)."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}", detail={"field": "limit"})
+    before_id = None
+    if cursor is not None:
+        if not cursor.isdigit():
+            raise InvalidInput(
+                "cursor is not a cursor this API returned", detail={"field": "cursor"}
+            )
+        before_id = int(cursor)
+    rows = await db.fetch(
+        SQL.list_notifications,
+        {"open": open_only, "kind": kind, "before_id": before_id, "limit": limit + 1},
+    )
+    next_cursor = str(rows[limit - 1]["id"]) if len(rows) > limit else None
+    return rows[:limit], next_cursor
+
+
+async def resolve_notification_by_id(
+    db: Database, notification_id: int, *, actor: str
+) -> dict[str, Any]:
+    """An operator marks a notification handled (idempotent: resolving a resolved one
+    changes nothing); audited in the same transaction."""
+    async with db.transaction() as tx:
+        row = await tx.fetchrow(SQL.get_notification, {"id": notification_id})
+        if row is None:
+            raise NotFound(
+                f"notification {notification_id} not found",
+                detail={"notification_id": notification_id},
+            )
+        if await tx.fetchval(SQL.resolve_by_id, {"id": notification_id}) is not None:
+            await record_audit(
+                tx,
+                actor=actor,
+                action="notification.resolved",
+                object_type="notification",
+                object_id=notification_id,
+                detail={"dedupe_key": row["dedupe_key"], "kind": row["kind"]},
+            )
+        return await tx.fetchrow(SQL.get_notification, {"id": notification_id})
 
 
 # ------------------------------------------------------------------ the pass

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from qtg.api.routing import Endpoint
 
-from . import capital_transfers, health, movements, operations, proposals, registry, templates
+from . import (
+    capital_transfers,
+    health,
+    movements,
+    notifications,
+    operations,
+    proposals,
+    registry,
+    templates,
+)
 
 
 def all_endpoints() -> list[Endpoint]:
@@ -14,6 +23,7 @@ def all_endpoints() -> list[Endpoint]:
         *proposals.ENDPOINTS,
         *movements.ENDPOINTS,
         *capital_transfers.ENDPOINTS,
+        *notifications.ENDPOINTS,
         *registry.ENDPOINTS,
         *operations.ENDPOINTS,
     ]
