@@ -20,7 +20,7 @@ import pytest
 import schema_rows as rows
 import trio
 from engine.helpers import drive, eventually, movement, node, template
-from receiver import Receiver
+from receiver import HANG, Receiver
 from sidecar_fixtures import make_settings
 from smtp_server import Inbox, SmtpServer
 
@@ -460,3 +460,39 @@ async def test_a_crashed_worker_pages_critical_until_it_starts_again(db: Databas
     await seed_heartbeats(db, "default", "host-2", [worker])  # started again
     [n] = await db.fetch(Q["notifications"])
     assert n["resolved_at"] is not None
+
+
+async def test_a_stuck_receiver_or_mail_server_costs_one_timeout(
+    db: Database, settings: Settings, receiver: Receiver, nursery: trio.Nursery
+) -> None:
+    """A webhook that never answers and an SMTP server that never greets are each cut
+    at MG_NOTIFY_TIMEOUT_SECONDS, recorded, and retried later."""
+    receiver.behave("/stuck", HANG)
+
+    async def mute(stream: trio.SocketStream) -> None:
+        await stream.receive_some(1)  # accepts, never greets; returns when the client leaves
+
+    listeners = await nursery.start(functools.partial(trio.serve_tcp, mute, 0, host="127.0.0.1"))
+    mute_port = listeners[0].socket.getsockname()[1]
+    ctx = ServiceContext(
+        db,
+        settings.replace(
+            notify_webhook_url=receiver.url("/stuck"),
+            notify_smtp_port=mute_port,
+            notify_timeout_seconds=0.5,
+        ),
+        build_registry(settings, db),
+    )
+    async with db.transaction() as tx:
+        await raise_notification(
+            tx, kind="test_page", severity="critical", dedupe_key="t:5", subject="x"
+        )
+    started = trio.current_time()
+    with trio.fail_after(5):
+        await dispatch_notifications(ctx)
+    assert trio.current_time() - started < 3  # both in parallel, each bounded
+    by_route = {r["route"]: r for r in await db.fetch(Q["messages"])}
+    assert by_route["webhook"]["last_error"] == "timed out after 0.5s"
+    assert "timed out" in by_route["email"]["last_error"]
+    assert {r["status"] for r in by_route.values()} == {"pending"}
+    assert {r["attempts"] for r in by_route.values()} == {1}
