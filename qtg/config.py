@@ -185,6 +185,41 @@ class Settings:
     # Fallback poll of the event feed when no qtg_events notify arrives.
     stream_poll_interval_seconds: float = interval("MG_STREAM_POLL_INTERVAL_SECONDS", 1.0)
 
+    # ---- notifications and capital transfers (issue 14; README "Operator attention")
+    # notification_dispatcher (MG_NOTIFY_ENABLED): fallback interval, rows per pass,
+    # bound on one delivery, attempts before dlq.
+    notify_interval_seconds: float = interval("MG_NOTIFY_INTERVAL_SECONDS", 5.0)
+    notify_batch_size: int = count("MG_NOTIFY_BATCH_SIZE", 100)
+    notify_timeout_seconds: float = interval("MG_NOTIFY_TIMEOUT_SECONDS", 10.0)
+    notify_max_attempts: int = count("MG_NOTIFY_MAX_ATTEMPTS", 5)
+    # Per route: at most this many messages per window; the rest become one digest.
+    notify_rate_limit_messages: int = count("MG_NOTIFY_RATE_LIMIT_MESSAGES", 10)
+    notify_rate_limit_window_seconds: float = interval("MG_NOTIFY_RATE_LIMIT_WINDOW_SECONDS", 600.0)
+    # Webhook route. The URL is a secret (a Slack incoming-webhook URL is a credential).
+    notify_webhook_url: str | None = setting("MG_NOTIFY_WEBHOOK_URL", None, secret=True)
+    notify_webhook_format: str = setting(
+        "MG_NOTIFY_WEBHOOK_FORMAT", "json", choices=("json", "slack")
+    )
+    notify_webhook_severities: str = setting("MG_NOTIFY_WEBHOOK_SEVERITIES", "warning,critical")
+    # Email route (SMTP; STARTTLS before AUTH, credentials never in the clear).
+    notify_email_to: str = setting("MG_NOTIFY_EMAIL_TO", "")
+    notify_email_from: str = setting("MG_NOTIFY_EMAIL_FROM", "qtg@localhost")
+    notify_email_severities: str = setting("MG_NOTIFY_EMAIL_SEVERITIES", "critical")
+    notify_smtp_host: str = setting("MG_NOTIFY_SMTP_HOST", "localhost")
+    notify_smtp_port: int = setting("MG_NOTIFY_SMTP_PORT", 587, minimum=1)
+    notify_smtp_starttls: bool = setting("MG_NOTIFY_SMTP_STARTTLS", True)
+    notify_smtp_username: str | None = setting("MG_NOTIFY_SMTP_USERNAME", None)
+    notify_smtp_password: str | None = setting("MG_NOTIFY_SMTP_PASSWORD", None, secret=True)
+    # CA bundle that verifies the SMTP server's certificate (default: the system's).
+    notify_smtp_ca_file: str | None = setting("MG_NOTIFY_SMTP_CA_FILE", None)
+    # capital_transfer_followup (MG_CAPITAL_TRANSFER_FOLLOWUP_ENABLED): rows per pass; a
+    # transfer whose movement is still unapproved after this long pages (warning; the
+    # default is under MG_APPROVAL_TTL_SECONDS, so someone can still approve it).
+    capital_transfer_followup_batch_size: int = count("MG_CAPITAL_TRANSFER_FOLLOWUP_BATCH_SIZE", 20)
+    capital_transfer_stale_seconds: float = interval("MG_CAPITAL_TRANSFER_STALE_SECONDS", 180.0)
+    # Route templates: "source>destination=template_key", comma-separated; `*` matches any.
+    capital_transfer_routes: str = setting("MG_CAPITAL_TRANSFER_ROUTES", "")
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `env` (default: the process environment)."""
@@ -204,6 +239,10 @@ class Settings:
                 raise ConfigError(
                     f"{prefix}_MIN_SIZE: {low} is larger than {prefix}_MAX_SIZE ({high})"
                 )
+        # ---- notifications and capital transfers (issue 14)
+        from qtg.domain.attention import validate_attention_settings
+
+        validate_attention_settings(settings)
         return settings
 
     def replace(self, **changes: Any) -> Settings:

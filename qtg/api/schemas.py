@@ -348,6 +348,96 @@ class MovementListQuery(QueryParams):
 IdempotencyKey = Annotated[str, StringConstraints(pattern=r"^[\x21-\x7e]{1,200}$")]
 
 
+# ------------------------------------------------------------------ capital transfers
+
+CapitalTransferStatus = Literal[
+    "pending", "movement_created", "completed", "failed", "needs_attention"
+]
+Place = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+class CapitalTransferCreate(Body):
+    asset: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    amount: Amount
+    source: Place = Field(description="the venue or account the funds leave")
+    destination: Place = Field(description="the venue, account or address they go to")
+    template_key: TemplateKey | None = Field(
+        default=None,
+        description="the route template; omitted: the first MG_CAPITAL_TRANSFER_ROUTES match",
+    )
+    note: LongText | None = None
+
+
+class CapitalTransfer(Out):
+    id: uuid.UUID
+    network_class: str
+    asset: str
+    amount: str
+    source: str
+    destination: str
+    template_key: str
+    note: str | None
+    status: CapitalTransferStatus
+    request_id: uuid.UUID | None = Field(description="its movement, once created")
+    request_state: RequestState | None
+    idempotency_key: str
+    created_by: str
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class CapitalTransferPage(Out):
+    items: list[CapitalTransfer]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null: last")
+
+
+class CapitalTransferPath(QueryParams):
+    transfer_id: uuid.UUID
+
+
+class CapitalTransferListQuery(QueryParams):
+    status: CapitalTransferStatus | None = None
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
+# ------------------------------------------------------------------ notifications
+
+
+class Notification(Out):
+    id: int
+    kind: str
+    severity: Literal["info", "warning", "critical"]
+    subject: str
+    body: str
+    links: JsonObject
+    request_id: uuid.UUID | None
+    node_key: str | None
+    dedupe_key: str
+    occurrences: int = Field(description="times the open condition was raised")
+    last_raised_at: datetime
+    routed_at: datetime | None
+    resolved_at: datetime | None
+    created_at: datetime
+
+
+class NotificationPage(Out):
+    items: list[Notification]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null: last")
+
+
+class NotificationPath(QueryParams):
+    notification_id: Annotated[int, Field(ge=1, le=2**63 - 1)]
+
+
+class NotificationListQuery(QueryParams):
+    open: bool | None = Field(default=None, description="true: unresolved only; false: resolved")
+    kind: EventType | None = None
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
 # ------------------------------------------------------------------ registry & ops
 
 

@@ -50,10 +50,14 @@ def test_readme_session(dsn: str) -> None:
         #   -H "Idempotency-Key: demo-1" -H 'Content-Type: application/json' -d '{...}'
         created = httpx.post(
             f"{base}/v3/movements",
-            headers={"Authorization": f"Bearer {tokens['alice']}",
-                     "Idempotency-Key": f"demo-{uuid.uuid4().hex[:8]}"},
-            json={"template_key": "demo.cex_to_chain",
-                  "intent": {"asset": "USDC", "amount": "250.00", "destination": "0xabc"}},
+            headers={
+                "Authorization": f"Bearer {tokens['alice']}",
+                "Idempotency-Key": f"demo-{uuid.uuid4().hex[:8]}",
+            },
+            json={
+                "template_key": "demo.cex_to_chain",
+                "intent": {"asset": "USDC", "amount": "250.00", "destination": "0xabc"},
+            },
             timeout=10,
         )
         assert created.status_code == 201, created.text
@@ -62,18 +66,25 @@ def test_readme_session(dsn: str) -> None:
 
         self_approval = httpx.post(
             f"{base}/v3/movements/{rid}/approve",
-            headers={"Authorization": f"Bearer {tokens['alice']}"}, timeout=10,
+            headers={"Authorization": f"Bearer {tokens['alice']}"},
+            timeout=10,
         )
         assert self_approval.status_code == 403
         approved = httpx.post(
             f"{base}/v3/movements/{rid}/approve",
-            headers={"Authorization": f"Bearer {tokens['bob']}"}, timeout=10,
+            headers={"Authorization": f"Bearer {tokens['bob']}"},
+            timeout=10,
         )
         assert approved.status_code == 200, approved.text
 
         watched = _qtg(
             {**env, "QTG_TOKEN": tokens["bob"]},
-            "watch", "--after", "0", "--request-id", rid, "--until-final",
+            "watch",
+            "--after",
+            "0",
+            "--request-id",
+            rid,
+            "--until-final",
             timeout=90,
         )
         assert watched.returncode == 0, watched.stderr
@@ -84,7 +95,8 @@ def test_readme_session(dsn: str) -> None:
 
         final = httpx.get(
             f"{base}/v3/movements/{rid}",
-            headers={"Authorization": f"Bearer {tokens['alice']}"}, timeout=10,
+            headers={"Authorization": f"Bearer {tokens['alice']}"},
+            timeout=10,
         ).json()
         assert final["request_state"] == "COMPLETED"
         assert {n["node_state"] for n in final["nodes"]} == {"COMPLETED"}
@@ -99,6 +111,12 @@ def test_readme_session(dsn: str) -> None:
 def test_api_and_workers_flags_are_exclusive() -> None:
     bin_ = Path(__file__).resolve().parents[2] / "bin" / "qtg-runtime"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
-    r = subprocess.run([str(bin_), "--api-only", "--workers-only"], env=env,
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [str(bin_), "--api-only", "--workers-only"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 2 and "not allowed with" in r.stderr

@@ -78,9 +78,10 @@ async def test_live_only_without_after_and_filters(api: Api) -> None:
     before = await write_events(api.db, rid, 3)  # before connecting: not sent without `after`
     # "live" starts at the feed's position when the client connects
     await until(lambda: api.feed.position >= before[-1])
-    async with stream(api, request_id=str(rid)) as mine, stream(
-        api, types="request_state_changed"
-    ) as states:
+    async with (
+        stream(api, request_id=str(rid)) as mine,
+        stream(api, types="request_state_changed") as states,
+    ):
         await wait_subscribers(api, 2)
         await write_events(api.db, other, 2)
         wanted = await write_events(api.db, rid, 2)
@@ -90,7 +91,10 @@ async def test_live_only_without_after_and_filters(api: Api) -> None:
         event = await next_event(states)
         assert event["event_type"] == "request_state_changed"
         assert (event["request_id"], event["from_state"], event["to_state"]) == (
-            str(other), "PENDING_APPROVAL", "REJECTED")
+            str(other),
+            "PENDING_APPROVAL",
+            "REJECTED",
+        )
 
 
 async def wait_subscribers(api: Api, n: int) -> None:

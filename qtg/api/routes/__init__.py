@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from qtg.api.routing import Endpoint
 
-from . import health, movements, operations, proposals, registry, templates
+from . import (
+    capital_transfers,
+    health,
+    movements,
+    notifications,
+    operations,
+    proposals,
+    registry,
+    templates,
+)
 
 
 def all_endpoints() -> list[Endpoint]:
@@ -13,6 +22,8 @@ def all_endpoints() -> list[Endpoint]:
         *templates.ENDPOINTS,
         *proposals.ENDPOINTS,
         *movements.ENDPOINTS,
+        *capital_transfers.ENDPOINTS,
+        *notifications.ENDPOINTS,
         *registry.ENDPOINTS,
         *operations.ENDPOINTS,
     ]
