@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.providers.base import HealthState
+from qtg.providers.sandbox.balances import SandboxBalanceFetcher
 from qtg.providers.sandbox.behaviour import Behaviour, Fail, SandboxConfigError, parse_behaviour
 from qtg.providers.sandbox.executor import (
     EXECUTOR_KEY,
@@ -59,6 +60,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
             health_state=HealthState(settings.sandbox_health),
         )
     )
+    registry.add_balance_fetcher(SandboxBalanceFetcher(remote))
 
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "SIGNER_KEY",
     "Behaviour",
     "Fail",
+    "SandboxBalanceFetcher",
     "SandboxConfigError",
     "SandboxCrash",
     "SandboxExecutor",
