@@ -166,3 +166,8 @@ CREATE TABLE cex_ingest_cursors (
     last_error text,
     updated_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- Matching an ingested withdrawal to its cex_withdrawal node (provider_refs.withdrawal_id).
+CREATE INDEX movement_request_nodes_withdrawal_id
+    ON movement_request_nodes ((provider_refs ->> 'withdrawal_id'))
+    WHERE provider_refs ? 'withdrawal_id';

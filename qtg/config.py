@@ -208,6 +208,10 @@ class Settings:
     cex_transfer_ingest_interval_seconds: float = interval(
         "MG_CEX_TRANSFER_INGEST_INTERVAL_SECONDS", 30.0
     )
+    # One venue's pull that takes longer is recorded as failed; the others go on.
+    cex_transfer_ingest_timeout_seconds: float = interval(
+        "MG_CEX_TRANSFER_INGEST_TIMEOUT_SECONDS", 30.0
+    )
     # How far back the first pull of a venue with no cursor looks.
     cex_transfer_ingest_lookback_seconds: float = interval(
         "MG_CEX_TRANSFER_INGEST_LOOKBACK_SECONDS", 86_400.0

@@ -99,12 +99,6 @@ TRANSFER_STATUSES: tuple[TransferStatus, ...] = ("pending", "ok", "failed", "can
 FINAL_TRANSFER_STATUSES: frozenset[str] = frozenset({"ok", "failed", "canceled"})
 
 
-def transfer_status_moves(current: str, reported: str) -> bool:
-    """Whether a reported status replaces the stored one: only pending moves, and only
-    to a final status (a venue that reports an older status changes nothing)."""
-    return current == "pending" and reported in FINAL_TRANSFER_STATUSES
-
-
 def normalize_transfer_status(raw: object) -> TransferStatus:
     """A venue's status word in ccxt's vocabulary (pending, ok, failed, canceled)."""
     text = str(raw or "").strip().lower()

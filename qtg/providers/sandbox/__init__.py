@@ -15,6 +15,7 @@ from qtg.db import Database
 from qtg.providers.base import HealthState
 from qtg.providers.sandbox.balances import SandboxBalanceFetcher
 from qtg.providers.sandbox.behaviour import Behaviour, Fail, SandboxConfigError, parse_behaviour
+from qtg.providers.sandbox.cex import SandboxCexClient
 from qtg.providers.sandbox.executor import (
     EXECUTOR_KEY,
     SandboxCrash,
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 
 
 def register(registry: ProviderRegistry, settings: Settings, db: Database) -> None:
-    """Entry point `qtg.providers:sandbox`: one signer, one executor for every lane."""
+    """Entry point `qtg.providers:sandbox`: one signer, one executor for every lane,
+    and the sandbox venue's balance fetcher and CEX client (the treasury view)."""
     if not settings.sandbox_signer_key:
         raise ConfigError("MG_SANDBOX_SIGNER_KEY: must not be empty")
     signer = SandboxSigner(settings.sandbox_signer_key)
@@ -61,6 +63,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         )
     )
     registry.add_balance_fetcher(SandboxBalanceFetcher(remote))
+    registry.add_cex_client(SandboxCexClient(remote))
 
 
 __all__ = [
@@ -73,6 +76,7 @@ __all__ = [
     "Behaviour",
     "Fail",
     "SandboxBalanceFetcher",
+    "SandboxCexClient",
     "SandboxConfigError",
     "SandboxCrash",
     "SandboxExecutor",
