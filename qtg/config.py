@@ -208,6 +208,9 @@ class Settings:
     cex_transfer_ingest_interval_seconds: float = interval(
         "MG_CEX_TRANSFER_INGEST_INTERVAL_SECONDS", 30.0
     )
+    # Provider `ccxt`: exchange ids (ccxt's, e.g. okx) and the JSON file of their API keys.
+    ccxt_venues_csv: str = setting("MG_CCXT_VENUES_CSV", "")
+    ccxt_credentials_file: str | None = setting("MG_CCXT_CREDENTIALS_FILE", None)
     # One venue's pull that takes longer is recorded as failed; the others go on.
     cex_transfer_ingest_timeout_seconds: float = interval(
         "MG_CEX_TRANSFER_INGEST_TIMEOUT_SECONDS", 30.0
