@@ -143,6 +143,8 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         raise ConfigError(
             f"MG_GATEWAY_API_URL: expected an http(s) URL, got {settings.gateway_api_url!r}"
         )
+    if url.username or url.password:  # errors name the URL: it must carry no secret
+        raise ConfigError("MG_GATEWAY_API_URL: must not carry user:password@")
     # The worker bounds each call with MG_BALANCE_FETCH_TIMEOUT_SECONDS; the client's
     # own timeout is the same, so a hung socket is also closed, not just abandoned.
     client = httpx.AsyncClient(

@@ -41,6 +41,7 @@ import trio
 from qtg.db import Database, Jsonb, sql_family
 from qtg.domain.balances import exact_amount, is_stale
 from qtg.providers.balances import Balance, BalanceFetcher
+from qtg.runtime.heartbeats import describe_error
 from qtg.services.context import ServiceContext
 from qtg.services.errors import InvalidInput, ServiceError
 
@@ -60,7 +61,6 @@ DB_SQL = sql_family("db", "now")
 log = logging.getLogger("qtg.services.balance_snapshot")
 
 Source = Literal["worker", "fresh"]
-_MAX_ERROR = 300
 #: Share of the interval the snapshot lease is held (see the module docstring).
 LEASE_SHARE = 0.9
 HOLDER = f"{socket.gethostname()}:{os.getpid()}"
@@ -87,11 +87,6 @@ class FetchOutcome:
             "rows": self.rows,
             "error": self.error,
         }
-
-
-def _error_text(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return (f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)[:_MAX_ERROR]
 
 
 def checked_rows(result: object) -> list[Balance]:
@@ -135,7 +130,7 @@ async def run_fetcher(
     except trio.TooSlowError:
         outcome, error = "timeout", f"fetch_balances() timed out after {timeout_seconds:g}s"
     except Exception as exc:  # any failure of a venue is recorded, never raised
-        outcome, error = "failed", _error_text(exc)
+        outcome, error = "failed", describe_error(exc)
     async with db.transaction() as tx:
         if rows:
             await tx.execute(

@@ -36,6 +36,7 @@ import trio
 from qtg.db import Database, sql_family
 from qtg.domain.balances import FINAL_TRANSFER_STATUSES, TRANSFER_STATUSES, exact_amount
 from qtg.providers.cex import CexClient, CexTransfer
+from qtg.runtime.heartbeats import describe_error
 from qtg.services.context import ServiceContext
 
 SQL = sql_family(
@@ -50,7 +51,6 @@ SQL = sql_family(
 )
 
 log = logging.getLogger("qtg.services.cex_transfer_ingest")
-_MAX_ERROR = 300
 
 
 def ingest_venues(csv: str) -> list[str]:
@@ -143,8 +143,7 @@ async def ingest_venue(
     except trio.TooSlowError:
         error = f"fetch_transfers() timed out after {timeout_seconds:g}s"
     except Exception as exc:  # a venue's failure is recorded, the others go on
-        lines = str(exc).strip().splitlines()
-        error = (f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)[:_MAX_ERROR]
+        error = describe_error(exc)
     if error:
         log.warning("cex_transfer_ingest %s failed", venue, extra={"venue": venue})
     await db.execute(SQL.save_cursor, {"venue": venue, "since": newest, "error": error})

@@ -14,7 +14,7 @@ from qtg.config import ConfigError
 from qtg.db import Database, Query
 from qtg.providers.balances import Balance
 from qtg.providers.gateway import GatewayError, parse_depositors, unified_balances
-from qtg.providers.registry import ProviderRegistry, RegistrationError
+from qtg.providers.registry import ProviderRegistry, RegistrationError, build_registry
 from qtg.services.balance_snapshot import apply_retention, take_balance_snapshots
 from qtg.services.context import ServiceContext
 
@@ -130,6 +130,19 @@ async def test_gateway_timeout_does_not_hold_up_the_others(db: Database, dsn: st
 def test_gateway_answers_that_are_not_balances_are_refused(body: Any, message: str) -> None:
     with pytest.raises(GatewayError, match=message):
         unified_balances(body, [DEPOSITOR_A, DEPOSITOR_B])
+
+
+async def test_gateway_url_with_credentials_is_refused(db: Database, dsn: str) -> None:
+    settings = treasury_settings(
+        dsn,
+        providers="gateway",
+        gateway_api_url="https://user:pw@gateway.example",
+        gateway_depositors_csv=DEPOSITOR_A,
+    )
+    with pytest.raises(ConfigError, match="MG_GATEWAY_API_URL: must not carry"):
+        build_registry(settings, db)
+    with pytest.raises(ConfigError, match="MG_GATEWAY_DEPOSITORS_CSV: the gateway provider"):
+        build_registry(settings.replace(gateway_depositors_csv=""), db)
 
 
 def test_gateway_settings_are_checked() -> None:
