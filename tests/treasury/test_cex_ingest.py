@@ -221,3 +221,31 @@ async def test_an_ingested_withdrawal_wakes_its_node_and_it_completes(
         assert await ingest_cex_transfers(ctx) == 0
     finally:
         await registry.aclose()
+
+
+async def test_two_runtimes_ingesting_one_venue_store_each_transfer_once(dsn: str) -> None:
+    """Both pull the same report at the same instant: the unique key and the forward-only
+    upsert let each transfer be stored (and each status move counted) exactly once."""
+    async with Database(dsn) as db_a, Database(dsn) as db_b:
+        ctx_a, clients_a = scripted(db_a, dsn, "okx")
+        ctx_b, clients_b = scripted(db_b, dsn, "okx")
+        report = [transfer(f"w{i}", "pending") for i in range(50)]
+        clients_a["okx"].report = clients_b["okx"].report = report
+        counts: list[int] = []
+
+        async def run(ctx: ServiceContext) -> None:
+            counts.append(await ingest_cex_transfers(ctx))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, ctx_a)
+            nursery.start_soon(run, ctx_b)
+        assert sum(counts) == 50
+        final = [transfer(f"w{i}", "ok") for i in range(50)]
+        clients_a["okx"].report = clients_b["okx"].report = final
+        counts.clear()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, ctx_a)
+            nursery.start_soon(run, ctx_b)
+        assert sum(counts) == 50  # each pending -> ok move happened once
+        rows = await db_a.fetch(TRANSFERS)
+        assert len(rows) == 50 and {r["status"] for r in rows} == {"ok"}
