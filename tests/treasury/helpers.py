@@ -50,3 +50,18 @@ async def service_context(db: Database, settings: Settings) -> AsyncIterator[Ser
         yield ServiceContext(db=db, settings=settings, providers=registry)
     finally:
         await registry.aclose()
+
+
+async def race(pass_fn: Any, *contexts: ServiceContext) -> list[int]:
+    """Run one pass per context at the same instant (several runtimes); their results."""
+    import trio
+
+    results: list[int] = []
+
+    async def run(ctx: ServiceContext) -> None:
+        results.append(await pass_fn(ctx))
+
+    async with trio.open_nursery() as nursery:
+        for ctx in contexts:
+            nursery.start_soon(run, ctx)
+    return results

@@ -24,6 +24,7 @@ from .helpers import (
     DEPOSITOR_B,
     SNAPSHOTS,
     gateway_answer,
+    race,
     service_context,
     treasury_settings,
 )
@@ -210,14 +211,7 @@ async def test_two_runtimes_racing_snapshot_once_per_interval(dsn: str) -> None:
         service_context(db_a, settings) as a,
         service_context(db_b, settings) as b,
     ):
-        results: list[int] = []
-
-        async def run(ctx: ServiceContext) -> None:
-            results.append(await take_balance_snapshots(ctx))
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run, a)
-            nursery.start_soon(run, b)
+        results = await race(take_balance_snapshots, a, b)
         assert sorted(results) == [0, 3]
         assert len(await db_a.fetch(SNAPSHOTS)) == 3
         # and a second pass inside the interval fetches nothing either

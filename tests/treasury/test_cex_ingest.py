@@ -20,7 +20,7 @@ from qtg.services.movements import approve_movement, create_movement, get_moveme
 from qtg.services.observe import observe_active_nodes
 from qtg.services.templates import create_template
 
-from .helpers import treasury_settings
+from .helpers import race, treasury_settings
 
 TRANSFERS = Query(
     "test/transfers",
@@ -231,21 +231,10 @@ async def test_two_runtimes_ingesting_one_venue_store_each_transfer_once(dsn: st
         ctx_b, clients_b = scripted(db_b, dsn, "okx")
         report = [transfer(f"w{i}", "pending") for i in range(50)]
         clients_a["okx"].report = clients_b["okx"].report = report
-        counts: list[int] = []
-
-        async def run(ctx: ServiceContext) -> None:
-            counts.append(await ingest_cex_transfers(ctx))
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run, ctx_a)
-            nursery.start_soon(run, ctx_b)
-        assert sum(counts) == 50
+        assert sum(await race(ingest_cex_transfers, ctx_a, ctx_b)) == 50
         final = [transfer(f"w{i}", "ok") for i in range(50)]
         clients_a["okx"].report = clients_b["okx"].report = final
-        counts.clear()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(run, ctx_a)
-            nursery.start_soon(run, ctx_b)
-        assert sum(counts) == 50  # each pending -> ok move happened once
+        # each pending -> ok move happened once
+        assert sum(await race(ingest_cex_transfers, ctx_a, ctx_b)) == 50
         rows = await db_a.fetch(TRANSFERS)
         assert len(rows) == 50 and {r["status"] for r in rows} == {"ok"}
