@@ -219,6 +219,56 @@ class Settings:
     capital_transfer_stale_seconds: float = interval("MG_CAPITAL_TRANSFER_STALE_SECONDS", 180.0)
     # Route templates: "source>destination=template_key", comma-separated; `*` matches any.
     capital_transfer_routes: str = setting("MG_CAPITAL_TRANSFER_ROUTES", "")
+    # ---- treasury view (issue 13): balance_snapshot, balance_history_rollup,
+    # GET /v3/balances, cex_transfer_ingest. The flags and the snapshot interval
+    # and stale threshold are the reference's and sit with the conditional workers.
+    # One fetcher call that takes longer is recorded as a timeout; the others go on.
+    balance_fetch_timeout_seconds: float = interval("MG_BALANCE_FETCH_TIMEOUT_SECONDS", 10.0)
+    # Raw snapshots older than this are deleted (their hours are kept in history).
+    balance_snapshot_retention_seconds: float = interval(
+        "MG_BALANCE_SNAPSHOT_RETENTION_SECONDS", 7 * 86_400.0
+    )
+    # Rows one retention DELETE removes; a pass runs at most ..._MAX_BATCHES of them.
+    balance_retention_batch_size: int = count("MG_BALANCE_RETENTION_BATCH_SIZE", 1_000)
+    balance_retention_max_batches: int = count("MG_BALANCE_RETENTION_MAX_BATCHES", 10)
+    # GET /v3/balances?fresh=true: whole-request bound, and the shortest gap between
+    # two on-demand fetches across every API process on the database.
+    balance_fresh_timeout_seconds: float = interval("MG_BALANCE_FRESH_TIMEOUT_SECONDS", 10.0)
+    balance_fresh_min_interval_seconds: float = interval(
+        "MG_BALANCE_FRESH_MIN_INTERVAL_SECONDS", 10.0
+    )
+    balance_history_rollup_interval_seconds: float = interval(
+        "MG_BALANCE_HISTORY_ROLLUP_INTERVAL_SECONDS", 300.0
+    )
+    # A bucket is rolled up once it ended this long ago (late snapshots land first).
+    balance_history_grace_seconds: float = setting(
+        "MG_BALANCE_HISTORY_GRACE_SECONDS", 120.0, minimum=0
+    )
+    # Hourly buckets one rollup pass closes at most (the loop drains the rest at once).
+    balance_history_max_buckets: int = count("MG_BALANCE_HISTORY_MAX_BUCKETS", 48)
+    # Circle Gateway (provider `gateway`): API base URL and the depositor addresses
+    # whose unified USDC balance is snapshot as venue_key "gateway".
+    gateway_api_url: str = setting("MG_GATEWAY_API_URL", "https://gateway-api.circle.com")
+    gateway_depositors_csv: str = setting("MG_GATEWAY_DEPOSITORS_CSV", "")
+    cex_transfer_ingest_interval_seconds: float = interval(
+        "MG_CEX_TRANSFER_INGEST_INTERVAL_SECONDS", 30.0
+    )
+    # Provider `ccxt`: exchange ids (ccxt's, e.g. okx) and the JSON file of their API keys.
+    ccxt_venues_csv: str = setting("MG_CCXT_VENUES_CSV", "")
+    ccxt_credentials_file: str | None = setting("MG_CCXT_CREDENTIALS_FILE", None)
+    # One venue's pull that takes longer is recorded as failed; the others go on.
+    cex_transfer_ingest_timeout_seconds: float = interval(
+        "MG_CEX_TRANSFER_INGEST_TIMEOUT_SECONDS", 30.0
+    )
+    # How far back the first pull of a venue with no cursor looks.
+    cex_transfer_ingest_lookback_seconds: float = interval(
+        "MG_CEX_TRANSFER_INGEST_LOOKBACK_SECONDS", 86_400.0
+    )
+    # A venue's cursor is moved back this far on every pull, so a transfer the
+    # venue files late is still seen (the unique key makes the overlap harmless).
+    cex_transfer_ingest_overlap_seconds: float = setting(
+        "MG_CEX_TRANSFER_INGEST_OVERLAP_SECONDS", 3_600.0, minimum=0
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -578,3 +579,95 @@ class StreamQuery(QueryParams):
             return None
         parts = [t.strip() for t in self.types.split(",") if t.strip()]
         return frozenset(parts)
+
+
+# ------------------------------------------------------------------ treasury (issue 13)
+
+VenueKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")]
+BalanceText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+ExactAmount = Annotated[str, Field(description="an exact decimal string", examples=["1250.50"])]
+
+
+class BalanceQuery(QueryParams):
+    venue_key: VenueKey | None = None
+    account: BalanceText | None = None
+    asset: BalanceText | None = None
+    fresh: bool = Field(
+        default=False,
+        description="fetch now before answering (operator or admin; rate-limited, bounded)",
+    )
+
+
+class Balance(Out):
+    venue_key: str
+    account: str
+    asset: str
+    amount: ExactAmount
+    observed_at: datetime
+    recorded_at: datetime
+    source: Literal["worker", "fresh"]
+    fetcher_key: str
+    detail: JsonObject
+    age_seconds: float
+    stale: bool = Field(description="older than MG_BALANCE_STALE_THRESHOLD_SECONDS, judged now")
+
+
+class FetcherStatus(Out):
+    fetcher_key: str
+    venue_key: str
+    source: Literal["worker", "fresh"]
+    outcome: Literal["ok", "failed", "timeout"]
+    error: str | None
+    rows: int
+    started_at: datetime
+    finished_at: datetime
+    last_ok_at: datetime | None
+
+
+class FetchOutcome(Out):
+    fetcher_key: str
+    venue_key: str
+    outcome: Literal["ok", "failed", "timeout"]
+    rows: int
+    error: str | None
+
+
+class BalanceList(Out):
+    as_of: datetime
+    stale_threshold_seconds: float
+    items: list[Balance]
+    fetchers: list[FetcherStatus] = Field(description="each fetcher's last attempt")
+    fresh: list[FetchOutcome] | None = Field(
+        default=None, description="with fresh=true: what each fetcher did for this request"
+    )
+
+
+class BalanceHistoryQuery(QueryParams):
+    bucket: Literal["hour", "day"] = "hour"
+    venue_key: VenueKey | None = None
+    account: BalanceText | None = None
+    asset: BalanceText | None = None
+    since: AwareDatetime | None = Field(default=None, description="bucket_start >= since")
+    until: AwareDatetime | None = Field(default=None, description="bucket_start < until")
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
+class BalanceHistoryRow(Out):
+    bucket: Literal["hour", "day"]
+    bucket_start: datetime
+    venue_key: str
+    account: str
+    asset: str
+    first_amount: ExactAmount
+    last_amount: ExactAmount
+    min_amount: ExactAmount
+    max_amount: ExactAmount
+    sample_count: int
+    first_observed_at: datetime
+    last_observed_at: datetime
+
+
+class BalanceHistoryPage(Out):
+    items: list[BalanceHistoryRow]
+    next_cursor: str | None

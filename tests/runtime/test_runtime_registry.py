@@ -99,9 +99,11 @@ def test_workers_disabled_runs_nothing() -> None:
         # flag on but no service in this build: skipped with the reason, never a crash
         ({"verify_drift_enabled": True}, (), "verify_drift", False,
          "MG_VERIFY_DRIFT_ENABLED=true, but this build has no verify_drift service yet"),
-        ({"cex_transfer_ingest_venues_csv": "binance, okx"}, (), "cex_transfer_ingest", False,
-         "MG_CEX_TRANSFER_INGEST_VENUES_CSV=binance,okx, but this build has no "
-         "cex_transfer_ingest service yet"),
+        ({"cex_transfer_ingest_venues_csv": "binance, okx"}, (), "cex_transfer_ingest", True,
+         "MG_CEX_TRANSFER_INGEST_VENUES_CSV=binance,okx"),
+        ({"balance_snapshot_enabled": True}, (), "balance_snapshot", True,
+         "MG_BALANCE_SNAPSHOT_ENABLED=true"),
+        ({}, (), "balance_history_rollup", True, "MG_BALANCE_HISTORY_ENABLED=true"),
     ],
 )
 def test_conditional_rules(changes, capabilities, worker, enabled, reason) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from qtg.api.routing import Endpoint
 
 from . import (
+    balances,
     capital_transfers,
     health,
     movements,
@@ -26,4 +27,5 @@ def all_endpoints() -> list[Endpoint]:
         *notifications.ENDPOINTS,
         *registry.ENDPOINTS,
         *operations.ENDPOINTS,
+        *balances.ENDPOINTS,
     ]
