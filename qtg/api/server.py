@@ -48,9 +48,15 @@ class ApiServer:
         return "ws" + self.url[len("http") :]
 
 
-def hypercorn_config(host: str, port: int) -> Config:
+def hypercorn_config(settings: Settings) -> Config:
+    """Hypercorn's settings: bound read and keep-alive waits, so that a client
+    that promises a body (or headers) and never sends it cannot hold a socket."""
+    host, port = settings.api_host, settings.api_port
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.read_timeout = settings.api_read_timeout_seconds  # type: ignore[assignment]
+    config.keep_alive_timeout = settings.api_keep_alive_timeout_seconds
+    config.h11_max_incomplete_size = settings.api_max_header_bytes
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = GRACEFUL_SECONDS
@@ -69,7 +75,8 @@ async def serve_api(
     """Serve the API on MG_API_HOST:MG_API_PORT until cancelled (or `shutdown` is set)."""
     app = create_app(ctx, hub)
     feed: EventFeed = app.state.feed
-    config = hypercorn_config(settings.api_host, settings.api_port)
+    config = hypercorn_config(settings)
+    app.state.hypercorn_config = config
     stop = shutdown or trio.Event()
 
     async def shutdown_trigger() -> None:
