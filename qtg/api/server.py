@@ -11,6 +11,8 @@ stream clients that cannot send headers.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,12 +72,19 @@ async def serve_api(
     settings: Settings,
     *,
     shutdown: trio.Event | None = None,
+    sock: socket.socket | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the API on MG_API_HOST:MG_API_PORT until cancelled (or `shutdown` is set)."""
+    """Serve the API on MG_API_HOST:MG_API_PORT until cancelled (or `shutdown` is set).
+
+    `sock`, when given, is an already bound listening socket (the launcher
+    binds before touching the database); Hypercorn serves a duplicate of it.
+    """
     app = create_app(ctx, hub)
     feed: EventFeed = app.state.feed
     config = hypercorn_config(settings)
+    if sock is not None:
+        config.bind = [f"fd://{os.dup(sock.fileno())}"]
     app.state.hypercorn_config = config
     stop = shutdown or trio.Event()
 

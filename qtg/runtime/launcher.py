@@ -16,7 +16,10 @@ Start-up, in order, each step failing with one clear line:
 6. Extra services (`extra_services`, the API server's slot) in the same nursery.
 Then one `qtg runtime ready` line.
 
-Every exit path stops cleanly — normal end, SIGINT/SIGTERM (turned into a
+Before step 2 the API's port is bound (`bind_api`): a port in use ends
+start-up with one line naming MG_API_HOST:MG_API_PORT, before anything changed.
+
+Every exit path stops cleanly — normal end, SIGINT/SIGTERM/SIGHUP (turned into a
 cancellation by `trio.open_signal_receiver`, exit 0), a core worker failure
 (exit 1), a start-up error (exit 1), an unexpected exception (exit 1): the
 nursery unwinds, transactions roll back, the pool closes and the embedded
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import functools
 import logging
 import os
@@ -130,6 +134,8 @@ class Runtime:
     ctx: ServiceContext
     instance_id: str
     workers: list[ResolvedWorker] = dataclasses.field(default_factory=list)
+    #: The API's listening socket, bound before anything else happened.
+    api_socket: socket.socket | None = None
 
 
 #: An extra service runs in the runtime's nursery beside the workers:
@@ -150,7 +156,45 @@ def extra_services(runtime: Runtime) -> list[tuple[str, ExtraService]]:
 async def _serve_api(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     from qtg.api import serve_api
 
-    await serve_api(runtime.ctx, runtime.hub, runtime.settings, task_status=task_status)
+    await serve_api(
+        runtime.ctx,
+        runtime.hub,
+        runtime.settings,
+        sock=runtime.api_socket,
+        task_status=task_status,
+    )
+
+
+def bind_api(settings: Settings, args: argparse.Namespace) -> socket.socket | None:
+    """Bind MG_API_HOST:MG_API_PORT first, before the database is touched.
+
+    A port already in use then stops start-up with one line naming the
+    setting, and nothing (embedded server, migrations, demo seeding) has
+    happened yet. Hypercorn is handed the bound socket.
+    """
+    if getattr(args, "workers_only", False):
+        return None
+    host, port = settings.api_host, settings.api_port
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise StartupError(
+            f"MG_API_HOST:MG_API_PORT {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"MG_API_HOST:MG_API_PORT {host}:{port} is already in use") from None
+        raise StartupError(
+            f"MG_API_HOST:MG_API_PORT {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    return sock
 
 
 def default_providers(settings: Settings, db: Database) -> Any:
@@ -259,7 +303,14 @@ async def serve(
     closers: list[Callable[[], Awaitable[None]]] = []  # run on the way out, before the pool
     code = EXIT_OK
     shutdown = _Shutdown(application_name=f"qtg-runtime:{os.getpid()}")
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    try:
+        api_socket = bind_api(settings, args)
+    except StartupError as exc:
+        return _exit_code(exc)
+    # SIGHUP (the terminal closed) stops the runtime like SIGTERM: the embedded
+    # PostgreSQL is stopped too, instead of outliving its terminal.
+    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    with trio.open_signal_receiver(*stop_signals) as signals:
         try:
             async with trio.open_nursery() as guard:
                 runtime_scope = trio.CancelScope()
@@ -288,11 +339,14 @@ async def serve(
                             worker_factory,
                             closers,
                             embedded=embedded is not None,
+                            api_socket=api_socket,
                         )
                 guard.cancel_scope.cancel()  # stopped: the signal watcher is done too
         except Exception as exc:  # an ExceptionGroup from the nursery, or a plain error
             code = _exit_code(exc)
         finally:
+            if api_socket is not None:
+                api_socket.close()  # Hypercorn served a duplicate; this one is ours
             with trio.CancelScope(shield=True):
                 for closer in reversed(closers):
                     try:
@@ -467,6 +521,7 @@ async def _run(
     closers: list[Callable[[], Awaitable[None]]],
     *,
     embedded: bool,
+    api_socket: socket.socket | None = None,
 ) -> None:
     hub = ListenHub(settings.listen_database_url or dsn)
     with trio.move_on_after(HUB_START_TIMEOUT_SECONDS) as hub_start:
@@ -486,6 +541,7 @@ async def _run(
         providers=providers,
         ctx=ServiceContext(db=db, settings=settings, providers=providers),
         instance_id=f"{socket.gethostname()}:{os.getpid()}",
+        api_socket=api_socket,
     )
     if args.seed_demo:
         await _seed_demo(runtime)
