@@ -394,7 +394,30 @@ class ExpectedIdentity(Body):
     expected_signer_address: EvmAddress
 
 
+class WorkerInstance(Out):
+    """One process's heartbeat row for a worker."""
+
+    instance_id: str
+    host: str
+    pid: int
+    status: Literal["starting", "running", "backoff", "crashed", "stopped"]
+    started_at: datetime | None
+    last_beat_at: datetime | None
+    last_success_at: datetime | None
+    iterations: int
+    items: int
+    consecutive_errors: int
+    last_error: str | None
+    beat_age_seconds: float | None
+    stale: bool
+    superseded: bool = Field(
+        description="dead (crashed or stale), but its host has started the worker again since"
+    )
+
+
 class Worker(Out):
+    """One worker, folded from its processes' rows: a live instance never masks a dead one."""
+
     network_class: str
     worker_name: str
     worker_group: Literal["core", "sidecar"]
@@ -410,7 +433,12 @@ class Worker(Out):
     last_error: str | None
     beat_age_seconds: float | None
     stale_after_seconds: float
-    stale: bool = Field(description="claims to run but has not beaten within stale_after_seconds")
+    stale: bool = Field(
+        description="an instance claims to run but has not beaten within stale_after_seconds"
+    )
+    live_instances: int = Field(description="instances running it and beating")
+    dead_instances: int = Field(description="instances that crashed or went stale, not restarted")
+    instances: list[WorkerInstance]
 
 
 class WorkerList(Out):

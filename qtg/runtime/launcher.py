@@ -132,10 +132,14 @@ class Runtime:
     hub: ListenHub
     providers: Any
     ctx: ServiceContext
-    instance_id: str
+    process: heartbeat_rows.ProcessId
     workers: list[ResolvedWorker] = dataclasses.field(default_factory=list)
     #: The API's listening socket, bound before anything else happened.
     api_socket: socket.socket | None = None
+
+    @property
+    def instance_id(self) -> str:
+        return self.process.instance_id
 
 
 #: An extra service runs in the runtime's nursery beside the workers:
@@ -219,7 +223,7 @@ def build_worker(worker: LoadedWorker, runtime: Runtime) -> WorkerFn:
             heartbeat_rows.write_beat,
             runtime.db,
             settings.network_class,
-            runtime.instance_id,
+            runtime.process,
             row,
         ),
         min_interval=settings.heartbeat_min_interval_seconds,
@@ -540,7 +544,7 @@ async def _run(
         hub=hub,
         providers=providers,
         ctx=ServiceContext(db=db, settings=settings, providers=providers),
-        instance_id=f"{socket.gethostname()}:{os.getpid()}",
+        process=heartbeat_rows.ProcessId.current(),
         api_socket=api_socket,
     )
     if args.seed_demo:
@@ -554,7 +558,7 @@ async def _run(
         await heartbeat_rows.seed_heartbeats(
             db,
             settings.network_class,
-            runtime.instance_id,
+            runtime.process,
             [
                 heartbeat_rows.HeartbeatRow(
                     w.resolved.name, w.resolved.group, w.resolved.interval or 0.0
@@ -577,7 +581,7 @@ async def _run(
                 run_worker_groups,
                 core,
                 sidecars,
-                on_sidecar_crash=functools.partial(_record_crash, runtime),
+                on_crash=functools.partial(_record_crash, runtime),
             ),
             name="qtg.runtime_supervision",
         )
@@ -600,7 +604,7 @@ async def _record_crash(runtime: Runtime, worker: str, error: BaseException) -> 
     await heartbeat_rows.mark_crashed(
         runtime.db,
         runtime.settings.network_class,
-        runtime.instance_id,
+        runtime.process,
         worker,
         describe_error(error),
     )
