@@ -19,10 +19,12 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
 )
+from pydantic_core import PydanticCustomError
 
 from qtg.domain.states import NodeState, RequestState
 from qtg.services.tokens import NAME_PATTERN
@@ -84,6 +86,17 @@ Limit = Annotated[int, Field(ge=1, le=200, description="page size, 1-200")]
 JsonObject = dict[str, Any]
 
 
+def _amount_is_text(value: Any) -> Any:
+    """A JSON number is refused with what to send instead: a float cannot hold
+    every amount exactly, so amounts travel as decimal strings."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise PydanticCustomError(
+            "amount_not_a_string",
+            'amounts are decimal strings such as "125.50", not JSON numbers',
+        )
+    return value
+
+
 def _positive_decimal(value: str) -> str:
     try:
         number = Decimal(value)
@@ -96,6 +109,7 @@ def _positive_decimal(value: str) -> str:
 
 Amount = Annotated[
     str,
+    BeforeValidator(_amount_is_text),
     StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,18})?$"),
     AfterValidator(_positive_decimal),
     Field(description="a positive decimal as a string (never a JSON number)", examples=["125.50"]),
@@ -444,6 +458,11 @@ class Worker(Out):
 class WorkerList(Out):
     network_class: str
     items: list[Worker]
+    next_cursor: str | None = Field(
+        default=None,
+        description="always null: every worker of the network class fits on one page; "
+        "present so that every list reads the same way",
+    )
 
 
 class WorkerQuery(QueryParams):

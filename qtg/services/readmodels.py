@@ -74,6 +74,11 @@ async def audit_events_page(
 # ------------------------------------------------------------ the event stream
 
 
+async def last_event_id(db: Database) -> int:
+    """The highest event id handed out so far (0 before the first event)."""
+    return int(await db.fetchval(SQL.last_event_id))
+
+
 async def probe_event_horizon(db: Database) -> tuple[int, frozenset[str]]:
     """(last event id handed out, the event-writing transactions running now).
 
