@@ -627,10 +627,14 @@ def _log_worker_set(workers: list[ResolvedWorker]) -> None:
 
 
 async def _seed_demo(runtime: Runtime) -> None:
-    from qtg.runtime.demo import seed_demo_templates
+    from qtg.runtime.demo import DEMO_TEMPLATES, seed_demo_templates
 
     keys = await seed_demo_templates(runtime.db)
-    log.info("demo templates registered", extra={"templates": keys})
+    if keys:
+        log.info("demo templates registered", extra={"templates": keys})
+    else:  # a restart on kept data: say so, rather than log an empty list
+        existing = [t["template_key"] for t in DEMO_TEMPLATES]
+        log.info("demo templates already registered", extra={"templates": existing})
 
 
 if __name__ == "__main__":
