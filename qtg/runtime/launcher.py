@@ -37,7 +37,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +55,11 @@ from qtg.runtime.registry import (
     ResolvedWorker,
     WorkerLoadError,
     WorkerSpec,
+    enabling_variable,
     load,
     resolve_workers,
     running,
+    skipped_by_default,
     skipped_with_warning,
     validate,
 )
@@ -610,9 +612,14 @@ async def _record_crash(runtime: Runtime, worker: str, error: BaseException) -> 
     )
 
 
-def _log_worker_set(workers: list[ResolvedWorker]) -> None:
+def _log_worker_set(workers: list[ResolvedWorker], env: Mapping[str, str] | None = None) -> None:
+    """One line per worker, and one info line for workers that are on by default
+    but cannot run here (a warning only when the operator turned one on)."""
+    env = os.environ if env is None else env
+    defaulted = [w for w in workers if skipped_by_default(w, env)]
     for worker in workers:
-        level = logging.WARNING if skipped_with_warning(worker) else logging.INFO
+        loud = skipped_with_warning(worker) and worker not in defaulted
+        level = logging.WARNING if loud else logging.INFO
         log.log(
             level,
             f"worker {worker.describe()}",
@@ -622,6 +629,16 @@ def _log_worker_set(workers: list[ResolvedWorker]) -> None:
                 "enabled": worker.enabled,
                 "reason": worker.reason,
             },
+        )
+    if defaulted:
+        needs = sorted({w.reason.split(", but ", 1)[1] for w in defaulted})
+        variables = ", ".join(f"{enabling_variable(w)}=false" for w in defaulted)
+        log.info(
+            f"{len(defaulted)} worker(s) on by default are skipped: "
+            f"{', '.join(w.name for w in defaulted)} ({'; '.join(needs)}). "
+            f"To run them, configure a provider that offers what they need (MG_PROVIDERS); "
+            f"to silence this line, set {variables}",
+            extra={"skipped": [w.name for w in defaulted]},
         )
     log.info("worker set", extra={"running": [w.name for w in running(workers)]})
 
