@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from qtg.domain import plan
 from qtg.domain.states import NodeState, RequestState
 from qtg.services.tokens import NAME_PATTERN
 
@@ -135,6 +136,45 @@ class ErrorResponse(Out):
 # ------------------------------------------------------------------ templates
 
 
+#: The plan's shape in the OpenAPI document, as strict as qtg/domain/plan.py
+#: checks it (which stays the authority: it also checks references, cycles,
+#: and that edges name existing nodes). Documentation only: validation is the
+#: plan compiler's, with its precise error paths.
+GRAPH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["nodes"],
+    "properties": {
+        "nodes": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["key", "kind", "action_type"],
+                "properties": {
+                    "key": {"type": "string", "pattern": plan._NAME.pattern},
+                    "kind": {"type": "string", "enum": list(plan.NODE_KINDS)},
+                    "action_type": {"type": "string", "minLength": 1},
+                    "executor_key": {"type": "string"},
+                    "config": {"type": "object"},
+                    "timeout_policy": {"type": "object"},
+                },
+            },
+        },
+        "edges": {
+            "type": "array",
+            "items": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 2,
+                "items": {"type": "string", "pattern": plan._NAME.pattern},
+            },
+        },
+    },
+}
+
+
 class TemplateCreate(Body):
     template_key: TemplateKey
     name: ShortText
@@ -142,6 +182,7 @@ class TemplateCreate(Body):
     graph: JsonObject = Field(
         description="the plan: {nodes: [{key, kind, action_type, executor_key?, config?, "
         "timeout_policy?}], edges: [[from, to]]}",
+        json_schema_extra=GRAPH_SCHEMA,
         examples=[
             {
                 "nodes": [
@@ -279,7 +320,19 @@ class MovementCreate(Body):
     template_key: TemplateKey
     intent: Intent
     input_params: JsonObject = Field(default_factory=dict)
-    callback_url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = None
+    callback_url: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=2048),
+            # Documents what qtg/services/callbacks.py enforces (it decides, naming the reason).
+            Field(
+                json_schema_extra={"format": "uri", "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$"},
+                description="where signed callbacks are POSTed: an http(s) URL with a host, "
+                "no user:password@",
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Empty(Body):
