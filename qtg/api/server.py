@@ -97,7 +97,10 @@ async def serve_api(
         async with trio.open_nursery() as http:
             binds: list[str] = await http.start(
                 lambda task_status: serve(
-                    app, config, shutdown_trigger=shutdown_trigger, task_status=task_status
+                    CloseAfterRefusedBody(app),
+                    config,
+                    shutdown_trigger=shutdown_trigger,
+                    task_status=task_status,
                 )
             )
             host, port = _bound(binds[0])
@@ -107,6 +110,43 @@ async def serve_api(
         # Hypercorn has finished its graceful shutdown: stop the feed too.
         nursery.cancel_scope.cancel()
     log.info("API stopped")
+
+
+class CloseAfterRefusedBody:
+    """ASGI wrapper: a 413 really ends the connection, even while the client sends.
+
+    The app answers 413 without reading the body. Hypercorn meanwhile feeds
+    the body chunks it receives into the request's queue (10 entries); once
+    full, its reader waits, and so does its close path, which queues an
+    `http.disconnect` before closing the socket. Nothing then reads or closes:
+    the socket stays open with the client blocked writing (this made
+    tests/api/test_input.py::test_malformed_json_and_headers time out under
+    load). So while a 413 is being sent, a helper empties that queue,
+    discarding what Hypercorn already read; the close then goes through and
+    nothing more of the body is read.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        async with trio.open_nursery() as nursery:
+
+            async def guarded_send(message: Any) -> None:
+                if message["type"] == "http.response.start" and message["status"] == 413:
+                    nursery.start_soon(_discard_until_disconnect, receive)
+                await send(message)
+
+            await self.app(scope, receive, guarded_send)
+            nursery.cancel_scope.cancel()
+
+
+async def _discard_until_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _bound(bind: str) -> tuple[str, int]:

@@ -88,6 +88,33 @@ async def test_a_413_is_followed_by_close_without_reading_the_body(api: Any) -> 
     assert waited < READ_TIMEOUT, waited
 
 
+async def test_a_413_closes_even_while_the_client_keeps_sending(api: Any) -> None:
+    """The client writes its (too large) body regardless, as httpx does; the server
+    must still answer and close, not wait with a full queue (issue 17 item 2)."""
+    sock = await _connect(api)
+    sent = 0
+    with sock:
+        await sock.send(_request(api, 50 * 1024 * 1024))
+
+        async def pour() -> None:
+            nonlocal sent
+            chunk = b" " * 65536
+            try:
+                while sent < 50 * 1024 * 1024:
+                    sent += await sock.send(chunk)
+            except OSError:
+                return  # the server closed: what this test waits for
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pour)
+            received, waited = await _read_until_closed(sock, deadline=READ_TIMEOUT + 10)
+            nursery.cancel_scope.cancel()
+    assert received == b"" or received.lower().startswith(b"http/1.1 413"), received[:200]
+    # closed promptly, long before 50 MB went through, and not by the read timeout
+    assert waited < READ_TIMEOUT, waited
+    assert sent < 50 * 1024 * 1024
+
+
 async def test_timeouts_come_from_settings(dsn: str, db: Any, hub: Any, nursery: Any) -> None:
     settings = api_settings(dsn, api_read_timeout_seconds=7.5, api_keep_alive_timeout_seconds=3.0)
     server = await start_api(nursery, db, hub, settings)
