@@ -25,7 +25,10 @@ def test_migrate_for_an_external_database_is_documented() -> None:
 
 
 def test_connection_limits_and_root_behaviour_are_documented() -> None:
-    for env in ("MG_API_READ_TIMEOUT_SECONDS", "MG_API_KEEP_ALIVE_TIMEOUT_SECONDS",
-                "MG_API_MAX_HEADER_BYTES"):
+    for env in (
+        "MG_API_READ_TIMEOUT_SECONDS",
+        "MG_API_KEEP_ALIVE_TIMEOUT_SECONDS",
+        "MG_API_MAX_HEADER_BYTES",
+    ):
         assert f"`{env}`" in README, env
     assert "/usr/sbin/nologin" in README and "changes **no** folder's permissions" in README
