@@ -269,6 +269,14 @@ class Settings:
     cex_transfer_ingest_overlap_seconds: float = setting(
         "MG_CEX_TRANSFER_INGEST_OVERLAP_SECONDS", 3_600.0, minimum=0
     )
+    # ---- ops: API connection limits (issue 17 items 2, 11)
+    # A client that sends nothing for this long is disconnected (slowloris: a
+    # promised body that never comes, headers that never end).
+    api_read_timeout_seconds: float = interval("MG_API_READ_TIMEOUT_SECONDS", 30.0)
+    # An idle keep-alive connection is closed after this long.
+    api_keep_alive_timeout_seconds: float = interval("MG_API_KEEP_ALIVE_TIMEOUT_SECONDS", 5.0)
+    # Largest request head (request line and headers) a client may send.
+    api_max_header_bytes: int = count("MG_API_MAX_HEADER_BYTES", 16 * 1024)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -20,11 +20,14 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
 )
+from pydantic_core import PydanticCustomError
 
+from qtg.domain import plan
 from qtg.domain.states import NodeState, RequestState
 from qtg.services.tokens import NAME_PATTERN
 
@@ -85,6 +88,17 @@ Limit = Annotated[int, Field(ge=1, le=200, description="page size, 1-200")]
 JsonObject = dict[str, Any]
 
 
+def _amount_is_text(value: Any) -> Any:
+    """A JSON number is refused with what to send instead: a float cannot hold
+    every amount exactly, so amounts travel as decimal strings."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise PydanticCustomError(
+            "amount_not_a_string",
+            'amounts are decimal strings such as "125.50", not JSON numbers',
+        )
+    return value
+
+
 def _positive_decimal(value: str) -> str:
     try:
         number = Decimal(value)
@@ -97,6 +111,7 @@ def _positive_decimal(value: str) -> str:
 
 Amount = Annotated[
     str,
+    BeforeValidator(_amount_is_text),
     StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,18})?$"),
     AfterValidator(_positive_decimal),
     Field(description="a positive decimal as a string (never a JSON number)", examples=["125.50"]),
@@ -122,6 +137,45 @@ class ErrorResponse(Out):
 # ------------------------------------------------------------------ templates
 
 
+#: The plan's shape in the OpenAPI document, as strict as qtg/domain/plan.py
+#: checks it (which stays the authority: it also checks references, cycles,
+#: and that edges name existing nodes). Documentation only: validation is the
+#: plan compiler's, with its precise error paths.
+GRAPH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["nodes"],
+    "properties": {
+        "nodes": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["key", "kind", "action_type"],
+                "properties": {
+                    "key": {"type": "string", "pattern": plan._NAME.pattern},
+                    "kind": {"type": "string", "enum": list(plan.NODE_KINDS)},
+                    "action_type": {"type": "string", "minLength": 1},
+                    "executor_key": {"type": "string"},
+                    "config": {"type": "object"},
+                    "timeout_policy": {"type": "object"},
+                },
+            },
+        },
+        "edges": {
+            "type": "array",
+            "items": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 2,
+                "items": {"type": "string", "pattern": plan._NAME.pattern},
+            },
+        },
+    },
+}
+
+
 class TemplateCreate(Body):
     template_key: TemplateKey
     name: ShortText
@@ -129,6 +183,7 @@ class TemplateCreate(Body):
     graph: JsonObject = Field(
         description="the plan: {nodes: [{key, kind, action_type, executor_key?, config?, "
         "timeout_policy?}], edges: [[from, to]]}",
+        json_schema_extra=GRAPH_SCHEMA,
         examples=[
             {
                 "nodes": [
@@ -266,7 +321,19 @@ class MovementCreate(Body):
     template_key: TemplateKey
     intent: Intent
     input_params: JsonObject = Field(default_factory=dict)
-    callback_url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = None
+    callback_url: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=2048),
+            # Documents what qtg/services/callbacks.py enforces (it decides, naming the reason).
+            Field(
+                json_schema_extra={"format": "uri", "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$"},
+                description="where signed callbacks are POSTed: an http(s) URL with a host, "
+                "no user:password@",
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Empty(Body):
@@ -485,7 +552,30 @@ class ExpectedIdentity(Body):
     expected_signer_address: EvmAddress
 
 
+class WorkerInstance(Out):
+    """One process's heartbeat row for a worker."""
+
+    instance_id: str
+    host: str
+    pid: int
+    status: Literal["starting", "running", "backoff", "crashed", "stopped"]
+    started_at: datetime | None
+    last_beat_at: datetime | None
+    last_success_at: datetime | None
+    iterations: int
+    items: int
+    consecutive_errors: int
+    last_error: str | None
+    beat_age_seconds: float | None
+    stale: bool
+    superseded: bool = Field(
+        description="dead (crashed or stale), but its host has started the worker again since"
+    )
+
+
 class Worker(Out):
+    """One worker, folded from its processes' rows: a live instance never masks a dead one."""
+
     network_class: str
     worker_name: str
     worker_group: Literal["core", "sidecar"]
@@ -501,12 +591,22 @@ class Worker(Out):
     last_error: str | None
     beat_age_seconds: float | None
     stale_after_seconds: float
-    stale: bool = Field(description="claims to run but has not beaten within stale_after_seconds")
+    stale: bool = Field(
+        description="an instance claims to run but has not beaten within stale_after_seconds"
+    )
+    live_instances: int = Field(description="instances running it and beating")
+    dead_instances: int = Field(description="instances that crashed or went stale, not restarted")
+    instances: list[WorkerInstance]
 
 
 class WorkerList(Out):
     network_class: str
     items: list[Worker]
+    next_cursor: str | None = Field(
+        default=None,
+        description="always null: every worker of the network class fits on one page; "
+        "present so that every list reads the same way",
+    )
 
 
 class WorkerQuery(QueryParams):

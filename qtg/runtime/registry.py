@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -241,6 +241,23 @@ def running(resolved: Iterable[ResolvedWorker]) -> list[ResolvedWorker]:
 def skipped_with_warning(worker: ResolvedWorker) -> bool:
     """A worker whose own rule said yes but which cannot run: worth a warning."""
     return not worker.enabled and ", but " in worker.reason
+
+
+def enabling_variable(worker: ResolvedWorker) -> str | None:
+    """`MG_EVM_NONCE_REAPER_ENABLED` from "MG_EVM_NONCE_REAPER_ENABLED=true, but …"."""
+    name = worker.reason.split(", but ", 1)[0].partition("=")[0]
+    return name if name.startswith("MG_") else None
+
+
+def skipped_by_default(worker: ResolvedWorker, env: Mapping[str, str]) -> bool:
+    """A skip the operator did not ask for: the worker is on only by default.
+
+    Nobody set its variable, so a warning would tell a user on a default
+    start about something they never chose; the launcher says it once, at
+    info, with what to configure. Set explicitly, the same skip is a warning.
+    """
+    variable = enabling_variable(worker)
+    return skipped_with_warning(worker) and variable is not None and variable not in env
 
 
 # ---------------------------------------------------------------- validation

@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from qtg.cli.watch import format_event, stream_url
+from qtg.cli.watch import describe_close, format_event, stream_url
 from qtg.db import Query
 from qtg.services import tokens
 
@@ -131,5 +131,36 @@ def test_format_event_and_url() -> None:
         "#7       10:00:00.123 r1"
     )
     assert stream_url("https://h:1/base/", {"after": 3, "request_id": None}) == (
-        "wss://h:1/base/v3/stream?after=3"
+        "wss://h:1/base/v3/stream?after=3")
+
+
+def test_a_closed_stream_is_described_in_words() -> None:
+    lost = describe_close(1006, "")
+    assert lost == (
+        "stream the connection to the API was lost (no close frame: the API stopped or "
+        "the network dropped) [code 1006]"
     )
+    assert "( " not in lost and " )" not in lost
+    assert describe_close(1001, "server shutting down; resume with after=7") == (
+        "stream the API is restarting [code 1001]: server shutting down; resume with after=7"
+    )
+    assert describe_close(4999, None) == "stream closed [code 4999]"
+
+
+async def test_seed_demo_says_the_templates_exist_instead_of_logging_an_empty_list(
+    db: Any, caplog: Any
+) -> None:
+    from types import SimpleNamespace
+
+    from qtg.runtime import launcher
+    from qtg.runtime.demo import DEMO_TEMPLATES
+
+    keys = [t["template_key"] for t in DEMO_TEMPLATES]
+    caplog.set_level("INFO", logger="qtg.runtime")
+    for _ in range(2):
+        await launcher._seed_demo(SimpleNamespace(db=db))  # type: ignore[arg-type]
+    seeded = [(r.getMessage(), r.templates) for r in caplog.records if hasattr(r, "templates")]
+    assert seeded == [
+        ("demo templates registered", keys),
+        ("demo templates already registered", keys),
+    ]

@@ -171,3 +171,35 @@ def _path_safe(value: str) -> str:
 
 def _header_safe(value: str) -> str:
     return "".join(ch for ch in value if 0x20 <= ord(ch) < 0x7F)[:300].strip() or "k"
+
+
+async def test_the_document_is_as_strict_as_validation(api: Api) -> None:
+    """callback_url and graph are described as tightly as they are checked (issue 17 item 11)."""
+    from qtg.domain.plan import NODE_KINDS
+
+    doc = (await api["anon"].get("/openapi.json")).json()
+    schemas = doc["components"]["schemas"]
+    [url, _null] = schemas["MovementCreate"]["properties"]["callback_url"]["anyOf"]
+    assert url["format"] == "uri" and url["pattern"].startswith("^[Hh][Tt][Tt][Pp][Ss]?://")
+    for model in ("TemplateCreate", "ProposalCreate"):
+        graph = schemas[model]["properties"]["graph"]
+        assert graph["additionalProperties"] is False and graph["required"] == ["nodes"]
+        node = graph["properties"]["nodes"]["items"]
+        assert node["additionalProperties"] is False
+        assert node["properties"]["kind"]["enum"] == list(NODE_KINDS)
+        assert node["required"] == ["key", "kind", "action_type"]
+        edge = graph["properties"]["edges"]["items"]
+        assert (edge["minItems"], edge["maxItems"]) == (2, 2)
+    # what the document says is refused, validation refuses too
+    r = await api["admin"].post("/v3/templates", json={
+        "template_key": "t.doc", "name": "x",
+        "graph": {"nodes": [{"key": "a", "kind": "teleport", "action_type": "x"}]},
+    })
+    assert r.status_code == 422 and r.json()["error"]["detail"]["field"].startswith("graph")
+    await make_template(api)
+    r = await api["alice"].post(
+        "/v3/movements", headers={"Idempotency-Key": "doc-1"},
+        json={"template_key": "t.manual", "callback_url": "ftp://example.test/x",
+              "intent": {"asset": "USDC", "amount": "1", "destination": "0xabc"}},
+    )
+    assert r.status_code == 422 and r.json()["error"]["detail"]["field"] == "callback_url"

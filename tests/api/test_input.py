@@ -51,6 +51,22 @@ BAD_BODIES: list[tuple[Any, str]] = [
 ]
 
 
+async def test_a_json_number_amount_is_told_amounts_are_decimal_strings(api: Api) -> None:
+    await make_template(api)
+    for amount in (125.5, 125, 1e30):
+        r = await _create(api, {"template_key": "t.manual", "intent": {**INTENT, "amount": amount}})
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["message"] == (
+            'intent.amount: amounts are decimal strings such as "125.50", not JSON numbers'
+        )
+
+
+async def test_workers_list_has_a_next_cursor_like_every_list(api: Api) -> None:
+    r = await api["vic"].get("/v3/workers")
+    assert r.status_code == 200
+    assert "next_cursor" in r.json() and r.json()["next_cursor"] is None
+
+
 async def test_bad_movement_bodies_name_the_field(api: Api) -> None:
     await make_template(api)
     for body, field in BAD_BODIES:

@@ -28,6 +28,22 @@ def stream_overrides() -> dict[str, Any]:
     return {"stream_ping_interval_seconds": 0.3}
 
 
+async def test_an_after_beyond_the_last_event_is_refused(api: Api) -> None:
+    rid = await a_request(api)
+    [last] = (await write_events(api.db, rid, 1))[-1:]
+    for after in (2**63 - 1, last + 1000):
+        with pytest.raises(trio_websocket.ConnectionRejected) as rejected:
+            async with stream(api, after=str(after)):
+                pass
+        assert rejected.value.status_code == 422
+        error = json.loads(rejected.value.body)["error"]
+        assert error["detail"]["field"] == "after"
+        assert error["detail"]["last_event_id"] >= last
+        assert f"after: {after} is beyond the last event id" in error["message"]
+    async with stream(api, after=str(last)) as ws:  # the last id itself is a fine resume
+        assert (await next_event_after_ping(ws))["type"] == "ping"
+
+
 async def test_refusals_are_http_errors_before_the_upgrade(api: Api) -> None:
     cases = [
         ({"header": False}, 401),

@@ -145,6 +145,9 @@ def test_core_worker_failure_exits_non_zero_naming_it(jobs_dsn, procs, tmp_path:
     # the rest of the core group was cancelled cleanly, not crashed
     [(status, *_)] = query(jobs_dsn, HEARTBEAT, ("job_runner",))
     assert status == "stopped"
+    # ...and the failed core worker ends crashed, not stopped (issue 17 item 5)
+    [(status, _, _, last_error)] = query(jobs_dsn, HEARTBEAT, ("core_crasher",))
+    assert (status, last_error) == ("crashed", "RuntimeError: kaput: injected crash")
 
 
 def test_sidecar_crash_is_recorded_and_the_rest_runs_on(jobs_dsn, procs, tmp_path: Path) -> None:
