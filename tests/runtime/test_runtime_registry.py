@@ -190,7 +190,7 @@ def test_a_default_start_says_once_at_info_what_it_skipped(caplog) -> None:
     assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
     [summary] = [r for r in records if hasattr(r, "skipped")]
     assert summary.levelno == logging.INFO
-    assert summary.skipped == ["evm_nonce_reaper", "ccip_stranded_reaper", "balance_history_rollup"]
+    assert summary.skipped == ["evm_nonce_reaper", "ccip_stranded_reaper"]
     assert "MG_PROVIDERS" in summary.getMessage()
     assert "MG_EVM_NONCE_REAPER_ENABLED=false" in summary.getMessage()
 
