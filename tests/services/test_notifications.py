@@ -29,7 +29,7 @@ from qtg.db import Database, ListenHub, Query
 from qtg.providers.registry import build_registry
 from qtg.runtime.loop import run_loop
 from qtg.services.context import ServiceContext
-from qtg.services.heartbeats import HeartbeatRow, mark_crashed, seed_heartbeats
+from qtg.services.heartbeats import HeartbeatRow, ProcessId, mark_crashed, seed_heartbeats
 from qtg.services.movements import retry_node
 from qtg.services.notifications import dispatch_notifications, next_due, raise_notification
 
@@ -451,13 +451,15 @@ async def test_a_dead_lettered_callback_pages_and_a_later_delivery_resolves_it(
 
 async def test_a_crashed_worker_pages_critical_until_it_starts_again(db: Database) -> None:
     worker = HeartbeatRow("balance_snapshot", "sidecar", 30.0)
-    await seed_heartbeats(db, "default", "host-1", [worker])
-    await mark_crashed(db, "default", "host-1", "balance_snapshot", "RuntimeError: boom")
-    await mark_crashed(db, "default", "host-1", "balance_snapshot", "RuntimeError: boom")
+    first = ProcessId("host-1", 101, "host-1:101:aaaa0001")
+    await seed_heartbeats(db, "default", first, [worker])
+    await mark_crashed(db, "default", first, "balance_snapshot", "RuntimeError: boom")
+    await mark_crashed(db, "default", first, "balance_snapshot", "RuntimeError: boom")
     [n] = await db.fetch(Q["notifications"])
     assert (n["kind"], n["severity"], n["occurrences"]) == ("worker_crashed", "critical", 1)
     assert "RuntimeError: boom" in n["body"] and n["links"]["worker"] == "balance_snapshot"
-    await seed_heartbeats(db, "default", "host-2", [worker])  # started again
+    again = ProcessId("host-2", 202, "host-2:202:bbbb0002")
+    await seed_heartbeats(db, "default", again, [worker])  # started again
     [n] = await db.fetch(Q["notifications"])
     assert n["resolved_at"] is not None
 
