@@ -174,6 +174,26 @@ class Settings:
     # Fallback poll of the event feed when no qtg_events notify arrives.
     stream_poll_interval_seconds: float = interval("MG_STREAM_POLL_INTERVAL_SECONDS", 1.0)
 
+    # ---- EVM chain side (issue 11): the `evm` provider, evm_nonce_reaper
+    # `chain_id=url,…`: one JSON-RPC client per chain. Empty: no EVM capability,
+    # so evm_nonce_reaper is skipped with the reference's warning.
+    evm_rpc_urls: str = setting("MG_EVM_RPC_URLS", "")
+    # Every JSON-RPC call is bounded by this timeout; reads are retried, writes never.
+    evm_rpc_timeout_seconds: float = interval("MG_EVM_RPC_TIMEOUT_SECONDS", 10.0)
+    evm_rpc_concurrency: int = count("MG_EVM_RPC_CONCURRENCY", 8)
+    evm_rpc_read_retries: int = setting("MG_EVM_RPC_READ_RETRIES", 2, minimum=0)
+    # The local-key signer: a 0x-hex private key, or a file holding one. Never logged.
+    evm_signer_private_key: str | None = setting("MG_EVM_SIGNER_PRIVATE_KEY", None, secret=True)
+    evm_signer_key_file: str | None = setting("MG_EVM_SIGNER_KEY_FILE", None)
+    # Blocks on top of the receipt's block before observe() says COMPLETED.
+    evm_confirmations: int = setting("MG_EVM_CONFIRMATIONS", 1, minimum=0)
+    # Reservations older than this are looked at by evm_nonce_reaper; broadcast ones
+    # still unmined past the attention threshold raise a request_attention event.
+    evm_nonce_reservation_stale_seconds: float = interval(
+        "MG_EVM_NONCE_RESERVATION_STALE_SECONDS", 120.0
+    )
+    evm_nonce_attention_seconds: float = interval("MG_EVM_NONCE_ATTENTION_SECONDS", 1800.0)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `env` (default: the process environment)."""
@@ -189,6 +209,14 @@ class Settings:
             raise ConfigError(
                 f"MG_DB_POOL_MIN_SIZE: {settings.db_pool_min_size} is larger than "
                 f"MG_DB_POOL_MAX_SIZE ({settings.db_pool_max_size})"
+            )
+        # ---- EVM chain side (issue 11): a bad MG_EVM_RPC_URLS stops start-up here.
+        from qtg.domain.evm import parse_rpc_urls
+
+        parse_rpc_urls(settings.evm_rpc_urls)
+        if settings.evm_signer_private_key and settings.evm_signer_key_file:
+            raise ConfigError(
+                "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"
             )
         return settings
 

@@ -64,6 +64,12 @@ class ProviderRegistry:
         self._by_action_type: dict[str, list[str]] = {}
         self._signers: dict[str, Signer] = {}
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        # What this process can do beyond executing (reference "Always-on vs
+        # conditional"): a provider adds e.g. "evm_rpc"; launcher.py passes it to
+        # resolve_workers so the workers that need it are registered.
+        self.capabilities: set[str] = set()
+        # The evm provider's JSON-RPC clients by chain id, for evm_nonce_reaper.
+        self.evm_rpcs: dict[int, Any] = {}
 
     # ------------------------------------------------------------ lifecycle
 
