@@ -100,3 +100,29 @@ class Anvil:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+TOKEN_BIN = Path(__file__).resolve().parent / "contracts" / "TestToken.bin"
+
+
+def wait_receipt(node: Anvil, tx_hash: str, timeout: float = 10) -> dict:
+    deadline = time.monotonic() + timeout
+    while (receipt := node.call("eth_getTransactionReceipt", tx_hash)) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{tx_hash} was not mined")
+        time.sleep(0.02)
+    return receipt
+
+
+def deploy_token(node: Anvil, supply: int, deployer: str = ADDRESSES[0]) -> str:
+    """Deploy TestToken (constructor(uint256 supply)) from `deployer`; its address."""
+    code = "0x" + TOKEN_BIN.read_text().strip() + f"{supply:064x}"
+    tx_hash = node.call("eth_sendTransaction", {"from": deployer, "data": code, "gas": "0x200000"})
+    receipt = wait_receipt(node, tx_hash)
+    assert receipt["status"] == "0x1", receipt
+    return receipt["contractAddress"]
+
+
+def token_balance(node: Anvil, token: str, owner: str) -> int:
+    data = "0x70a08231" + owner[2:].lower().rjust(64, "0")
+    return int(node.call("eth_call", {"to": token, "data": data}, "latest"), 16)

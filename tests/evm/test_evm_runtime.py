@@ -14,7 +14,7 @@ import pytest
 import trio
 from runtime.rt_procs import RuntimeProcess, base_env, query, terminate_all, wait_until
 
-from evm.anvil import ADDRESSES, CHAIN_ID, KEYS
+from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, deploy_token, token_balance
 from qtg.config import Settings
 from qtg.db import Database
 from qtg.services.movements import approve_movement, create_movement
@@ -77,7 +77,14 @@ def completed(dsn: str, ids: list[str]) -> bool:
         )
     )
     stuck = {k: v for k, v in rows.items() if v in ("FAILED", "MANUAL_INTERVENTION")}
-    assert not stuck, stuck
+    if stuck:
+        why = query(
+            dsn,
+            "SELECT node_state, error_code, error_detail FROM movement_request_nodes"
+            " WHERE request_id = ANY(%s::uuid[]) AND error_code IS NOT NULL",
+            (list(stuck),),
+        )
+        raise AssertionError(f"{stuck}: {why}")
     return len(rows) == len(ids) and set(rows.values()) == {"COMPLETED"}
 
 
@@ -117,6 +124,17 @@ def test_a_movement_moves_eth_with_one_transaction(anvil, dsn, procs) -> None:
     receipt = anvil.call("eth_getTransactionReceipt", tx_hash)
     assert receipt["status"] == "0x1"
     assert receipt["to"].lower() == ADDRESSES[1].lower()
+
+
+def test_a_movement_moves_an_erc20_with_one_transaction(anvil, dsn, procs) -> None:
+    token = deploy_token(anvil, 1_000 * 10**6)
+    sent_before = anvil.nonce(ADDRESSES[0])
+    launch(procs, dsn, anvil).wait_ready()
+    ids = seed(dsn, ["12.5"], token={"token": token, "decimals": 6}, batch="erc20")
+    wait_until(lambda: completed(dsn, ids), 30, "the erc-20 movement to complete")
+    assert token_balance(anvil, token, ADDRESSES[1]) == 12_500_000
+    assert token_balance(anvil, token, ADDRESSES[0]) == 1_000 * 10**6 - 12_500_000
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
 
 
 def test_two_runtimes_drain_fifty_transfers_with_consecutive_nonces(anvil, dsn, procs) -> None:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from eth_account import Account
+from eth_utils import to_checksum_address
 
 from qtg.config import ConfigError
 from qtg.domain.context import SignRequest
@@ -57,6 +58,7 @@ class EvmLocalSigner:
                 f"transaction is from {tx.get('from')!r}, signer is {self.address}"
             )
         unsigned = {k: v for k, v in tx.items() if k != "from"}
+        unsigned["to"] = to_checksum_address(unsigned["to"])  # eth-account refuses lowercase
         for field in ("value", "gas", "maxFeePerGas", "maxPriorityFeePerGas", "nonce", "chainId"):
             unsigned[field] = int(unsigned[field])
         signed = self._account.sign_transaction(unsigned)
