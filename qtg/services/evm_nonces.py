@@ -70,6 +70,15 @@ async def reserve(
         return nonce
 
 
+async def for_attempt(db: Database, *, request_node_id: str, attempt_no: int) -> dict | None:
+    """The live reservation of a node attempt (chain_id, address, nonce, state, tx_hash)."""
+    async with db.transaction() as tx:
+        row = await tx.fetchrow(
+            SQL.for_attempt, {"request_node_id": request_node_id, "attempt_no": attempt_no}
+        )
+    return dict(row) if row is not None else None
+
+
 async def record_tx_hash(db: Database, *, chain_id: int, address: str, nonce: int, tx_hash: str):
     """Write-ahead of the broadcast: a crash after this leaves a hash to look up."""
     async with db.transaction() as tx:

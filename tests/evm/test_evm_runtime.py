@@ -150,3 +150,71 @@ def test_two_runtimes_drain_fifty_transfers_with_consecutive_nonces(anvil, dsn, 
     for _, _, tx_hash in rows:
         assert anvil.call("eth_getTransactionByHash", tx_hash)["blockNumber"] is not None
     assert len({r[2] for r in rows}) == 50
+
+
+def node_row(dsn: str, ids: list[str]) -> tuple:
+    [row] = query(
+        dsn,
+        "SELECT node_state, error_code FROM movement_request_nodes"
+        " WHERE request_id = ANY(%s::uuid[])",
+        (ids,),
+    )
+    return row
+
+
+def request_state(dsn: str, ids: list[str]) -> str:
+    [(state,)] = query(
+        dsn, "SELECT request_state FROM movement_requests WHERE id = ANY(%s::uuid[])", (ids,)
+    )
+    return state
+
+
+RECOVER_FAST = {
+    "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS": "0.5",
+    "MG_NODE_RECOVERY_INTERVAL_SECONDS": "0.2",
+}
+
+
+def test_kill_after_the_broadcast_before_submitted_recovers_to_completed(anvil, dsn, procs):
+    before, sent_before = anvil.balance(ADDRESSES[1]), anvil.nonce(ADDRESSES[0])
+    doomed = launch(procs, dsn, anvil, QTG_TEST_CRASH_AT="after_broadcast")
+    doomed.wait_ready()
+    ids = seed(dsn, ["0.5"], batch="after")
+    assert doomed.wait_exit(30) == -9  # it died with the transaction on chain
+    assert node_row(dsn, ids)[0] == "SUBMITTING"
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    launch(procs, dsn, anvil, **RECOVER_FAST).wait_ready()
+    wait_until(lambda: completed(dsn, ids), 30, "recovery to follow the mined transaction")
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1  # no second transaction
+    assert anvil.balance(ADDRESSES[1]) - before == WEI // 2
+    assert query(dsn, "SELECT nonce, state FROM evm_nonce_reservations") == [
+        (sent_before, "consumed")
+    ]
+
+
+def test_kill_after_the_reservation_before_the_broadcast_fails_and_frees_the_nonce(
+    anvil, dsn, procs
+):
+    sent_before = anvil.nonce(ADDRESSES[0])
+    doomed = launch(procs, dsn, anvil, QTG_TEST_CRASH_AT="before_broadcast")
+    doomed.wait_ready()
+    ids = seed(dsn, ["0.5"], batch="before")
+    assert doomed.wait_exit(30) == -9
+    [(nonce, state, tx_hash)] = query(
+        dsn, "SELECT nonce, state, tx_hash FROM evm_nonce_reservations"
+    )
+    assert (nonce, state) == (sent_before, "reserved") and tx_hash is not None
+    assert anvil.call("eth_getTransactionByHash", tx_hash) is None
+    launch(procs, dsn, anvil, **RECOVER_FAST).wait_ready()
+    wait_until(
+        lambda: node_row(dsn, ids) == ("FAILED", "EVM_NOT_BROADCAST"), 30, "recovery to fail it"
+    )
+    assert anvil.nonce(ADDRESSES[0]) == sent_before  # nothing was sent, nothing re-sent
+    assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("released",)]
+    # the freed nonce is the next one used: no gap blocks the address
+    later = seed(dsn, ["0.1"], batch="later")
+    wait_until(lambda: completed(dsn, later), 30, "the next transfer to complete")
+    assert query(dsn, "SELECT nonce, state FROM evm_nonce_reservations") == [
+        (sent_before, "consumed")
+    ]
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 from typing import Any
 
 from eth_utils import keccak
@@ -32,6 +34,9 @@ from qtg.providers.base import (
 from qtg.providers.evm.rpc import EvmRpc, RpcError
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import evm_nonces
+
+#: Tests only: SIGKILL this process at a named point of submit() (see tests/evm).
+CRASH_ENV = "QTG_TEST_CRASH_AT"
 
 EXECUTOR_KEY = "evm"
 ACTION_TYPES = frozenset({"evm_transfer"})
@@ -148,6 +153,7 @@ class EvmExecutor:
         where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
         await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
         refs = {"chain_id": chain_id, "tx_hash": tx_hash, "from": tx["from"], "nonce": nonce}
+        _crash_point("before_broadcast")
         try:
             await self._rpcs[chain_id].call("eth_sendRawTransaction", signature)
         except RpcError as exc:
@@ -159,6 +165,7 @@ class EvmExecutor:
             raise SubmitRejected(
                 f"node refused the transaction: {exc.message}", code="EVM_REJECTED"
             ) from None
+        _crash_point("after_broadcast")
         await evm_nonces.mark(self._db, state="broadcast", **where)
         return SubmitResult(provider_refs=refs)
 
@@ -194,20 +201,29 @@ class EvmExecutor:
         return ObserveResult(status=ObserveStatus.COMPLETED, artifacts=artifacts)
 
     async def recover(self, ctx: ExecutionContext) -> RecoverResult:
-        """From the chain alone: the receipt by hash, else whether the nonce was used."""
-        refs = ctx.node_provider_refs
+        """From the chain alone: the receipt or mempool entry by hash, else whether the
+        nonce was used. When the SUBMITTED commit never happened the node has no refs;
+        the reservation's write-ahead tx_hash is then the evidence to look up."""
+        refs = dict(ctx.node_provider_refs)
         if "tx_hash" not in refs:
-            return RecoverResult(
-                outcome=RecoverOutcome.UNKNOWN,
-                error_code="EVM_NO_TX_HASH",
-                error_detail="no broadcast recorded for this attempt",
+            row = await evm_nonces.for_attempt(
+                self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
             )
+            if row is None:
+                return _not_sent("no nonce was reserved for this attempt")
+            where = {"chain_id": row["chain_id"], "address": row["address"], "nonce": row["nonce"]}
+            if row["tx_hash"] is None:  # never signed for broadcast
+                await evm_nonces.mark(self._db, state="released", **where)
+                return _not_sent("the attempt's transaction was never broadcast")
+            refs = {
+                "chain_id": row["chain_id"],
+                "tx_hash": row["tx_hash"],
+                "from": row["address"],
+                "nonce": row["nonce"],
+            }
         rpc = self._rpcs[int(refs["chain_id"])]
-        if (
-            await rpc.receipt(refs["tx_hash"]) is not None
-            or await rpc.transaction(refs["tx_hash"]) is not None
-        ):
-            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=dict(refs))
+        if await rpc.transaction(refs["tx_hash"]) is not None:
+            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
         where = {
             "chain_id": int(refs["chain_id"]),
             "address": refs["from"],
@@ -218,11 +234,7 @@ class EvmExecutor:
             await evm_nonces.mark(self._db, state="consumed", **where)
         else:
             await evm_nonces.mark(self._db, state="released", **where)
-        return RecoverResult(
-            outcome=RecoverOutcome.FAILED,
-            error_code="EVM_NOT_BROADCAST",
-            error_detail="the chain has no transaction for this attempt",
-        )
+        return _not_sent("the chain has no transaction for this attempt")
 
     async def health(self) -> HealthReport:
         detail: dict[str, Any] = {}
@@ -234,3 +246,15 @@ class EvmExecutor:
                 detail[str(chain_id)] = {"error": type(exc).__name__}
                 state = HealthState.DEGRADED
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
+
+
+def _not_sent(detail: str) -> RecoverResult:
+    return RecoverResult(
+        outcome=RecoverOutcome.FAILED, error_code="EVM_NOT_BROADCAST", error_detail=detail
+    )
+
+
+def _crash_point(name: str) -> None:
+    """Tests only (QTG_TEST_CRASH_AT): die here like a kill -9, with no clean-up."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
