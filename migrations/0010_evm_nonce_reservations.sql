@@ -28,3 +28,29 @@ CREATE UNIQUE INDEX evm_nonce_reservations_attempt
     ON evm_nonce_reservations (request_node_id, attempt_no) WHERE state <> 'released';
 CREATE INDEX evm_nonce_reservations_open
     ON evm_nonce_reservations (updated_at) WHERE state IN ('reserved', 'broadcast');
+
+-- verify_drift (reference §13): the on-chain baselines, recorded the first time a
+-- check is made (trust on first use), and the drift findings against them.
+CREATE TABLE drift_baselines (
+    chain_id    bigint NOT NULL,
+    subject     text NOT NULL,          -- 'chain' or a contract/signer address
+    check_name  text NOT NULL,          -- chain_id, reachable, code_hash, decimals, symbol
+    expected    text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (chain_id, subject, check_name)
+);
+
+CREATE TABLE drift_findings (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    chain_id    bigint NOT NULL,
+    subject     text NOT NULL,
+    check_name  text NOT NULL,
+    expected    text NOT NULL,
+    observed    text NOT NULL,
+    evidence    jsonb NOT NULL DEFAULT '{}'::jsonb,
+    found_at    timestamptz NOT NULL DEFAULT now(),
+    cleared_at  timestamptz
+);
+-- one open finding per check: a drift that persists is one finding, not one per pass
+CREATE UNIQUE INDEX drift_findings_open
+    ON drift_findings (chain_id, subject, check_name) WHERE cleared_at IS NULL;

@@ -193,6 +193,13 @@ class Settings:
         "MG_EVM_NONCE_RESERVATION_STALE_SECONDS", 120.0
     )
     evm_nonce_attention_seconds: float = interval("MG_EVM_NONCE_ATTENTION_SECONDS", 1800.0)
+    # verify_drift: `chain_id:address[:erc20],…` contracts whose code hash (and, for
+    # erc20, decimals and symbol) are checked against the baseline of first sight.
+    verify_drift_contracts: str = setting("MG_VERIFY_DRIFT_CONTRACTS", "")
+    # One chain's checks end within this; a chain that does not answer is a finding.
+    verify_drift_lane_timeout_seconds: float = interval(
+        "MG_VERIFY_DRIFT_LANE_TIMEOUT_SECONDS", 30.0
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -211,9 +218,10 @@ class Settings:
                 f"MG_DB_POOL_MAX_SIZE ({settings.db_pool_max_size})"
             )
         # ---- EVM chain side (issue 11): a bad MG_EVM_RPC_URLS stops start-up here.
-        from qtg.domain.evm import parse_rpc_urls
+        from qtg.domain.evm import parse_drift_contracts, parse_rpc_urls
 
         parse_rpc_urls(settings.evm_rpc_urls)
+        parse_drift_contracts(settings.verify_drift_contracts)
         if settings.evm_signer_private_key and settings.evm_signer_key_file:
             raise ConfigError(
                 "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"

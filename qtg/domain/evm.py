@@ -17,6 +17,9 @@ _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 ERC20_TRANSFER_SELECTOR = "a9059cbb"
 #: keccak("balanceOf(address)")[:4]
 ERC20_BALANCE_OF_SELECTOR = "70a08231"
+#: decimals() and symbol()
+ERC20_DECIMALS_DATA = "0x313ce567"
+ERC20_SYMBOL_DATA = "0x95d89b41"
 
 
 def parse_rpc_urls(raw: str) -> dict[int, str]:
@@ -38,6 +41,27 @@ def parse_rpc_urls(raw: str) -> dict[int, str]:
         if int(chain) in out:
             raise ConfigError(f"MG_EVM_RPC_URLS: chain {chain} is listed twice")
         out[int(chain)] = url
+    return out
+
+
+def parse_drift_contracts(raw: str) -> list[tuple[int, str, bool]]:
+    """`MG_VERIFY_DRIFT_CONTRACTS` (`chain_id:address[:erc20],…`) as (chain, address, erc20)."""
+    out: list[tuple[int, str, bool]] = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        parts = item.split(":")
+        if (
+            len(parts) not in (2, 3)
+            or not parts[0].isdigit()
+            or not is_address(parts[1])
+            or (len(parts) == 3 and parts[2] != "erc20")
+        ):
+            raise ConfigError(
+                f"MG_VERIFY_DRIFT_CONTRACTS: expected chain_id:address[:erc20], got {item!r}"
+            )
+        out.append((int(parts[0]), parts[1].lower(), len(parts) == 3))
     return out
 
 

@@ -155,8 +155,9 @@ WORKERS: tuple[WorkerSpec, ...] = (
                rule=flag("balance_snapshot_enabled")),
     WorkerSpec("ccip_drift", "sidecar", None, "ccip_drift_poll_interval_seconds",
                rule=flag("ccip_enabled"), requires=("ccip_sidecar",)),
-    WorkerSpec("verify_drift", "sidecar", None, "verify_drift_interval_seconds",
-               rule=flag("verify_drift_enabled")),
+    WorkerSpec("verify_drift", "sidecar", "qtg.services.drift.verify_drift",
+               "verify_drift_interval_seconds",
+               rule=flag("verify_drift_enabled"), requires=("evm_rpc",)),
 )
 # fmt: on
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from qtg.api.routing import Endpoint
 
-from . import health, movements, operations, proposals, registry, templates
+from . import drift, health, movements, operations, proposals, registry, templates
 
 
 def all_endpoints() -> list[Endpoint]:
@@ -15,4 +15,5 @@ def all_endpoints() -> list[Endpoint]:
         *movements.ENDPOINTS,
         *registry.ENDPOINTS,
         *operations.ENDPOINTS,
+        *drift.ENDPOINTS,
     ]
