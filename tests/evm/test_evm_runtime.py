@@ -218,3 +218,33 @@ def test_kill_after_the_reservation_before_the_broadcast_fails_and_frees_the_non
         (sent_before, "consumed")
     ]
     assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+
+
+def test_the_reaper_leaves_an_unmined_broadcast_alone_and_asks_for_attention(anvil, dsn, procs):
+    sent_before = anvil.nonce(ADDRESSES[0])
+    anvil.call("evm_setAutomine", False)  # the transaction sits in the mempool
+    try:
+        launch(
+            procs,
+            dsn,
+            anvil,
+            MG_EVM_NONCE_REAPER_INTERVAL_SECONDS="0.2",
+            MG_EVM_NONCE_RESERVATION_STALE_SECONDS="0.2",
+            MG_EVM_NONCE_ATTENTION_SECONDS="0.5",
+        ).wait_ready()
+        ids = seed(dsn, ["0.3"], batch="unmined")
+        attention = (
+            "SELECT payload->>'nonce' FROM movement_events"
+            " WHERE request_id = %s::uuid AND event_type = 'request_attention'"
+        )
+        [(nonce,)] = wait_until(lambda: query(dsn, attention, (ids[0],)), 30, "request_attention")
+        assert int(nonce) == sent_before
+        assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("broadcast",)]
+        assert anvil.nonce(ADDRESSES[0]) == sent_before  # nothing mined, nothing re-sent
+        anvil.call("evm_mine")
+        wait_until(lambda: completed(dsn, ids), 30, "the mined transfer to complete")
+        assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("consumed",)]
+        assert len(query(dsn, attention, (ids[0],))) == 1  # raised once, not every pass
+        assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    finally:
+        anvil.call("evm_setAutomine", True)
