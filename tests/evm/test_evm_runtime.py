@@ -124,6 +124,9 @@ def test_a_movement_moves_eth_with_one_transaction(anvil, dsn, procs) -> None:
     receipt = anvil.call("eth_getTransactionReceipt", tx_hash)
     assert receipt["status"] == "0x1"
     assert receipt["to"].lower() == ADDRESSES[1].lower()
+    with proc._cond:  # every line it logged, start-up settings included
+        logged = "\n".join(proc.lines)
+    assert KEYS[0][2:] not in logged  # the signer's key never reaches the logs
 
 
 def test_a_movement_moves_an_erc20_with_one_transaction(anvil, dsn, procs) -> None:
