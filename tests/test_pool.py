@@ -1,5 +1,6 @@
-"""The database edge: transactions, deferred writes, one-hop batches, and that a
-connection always goes back to the pool — whatever happens to the task."""
+"""The database edge: transactions, deferred writes, claims under savepoints, and
+that a connection always goes back to the pool — whatever happens to the task;
+dead connections are not handed out; pools are isolated; no thread is used."""
 
 from __future__ import annotations
 
@@ -8,13 +9,26 @@ import pytest
 import trio
 
 from qtg.db import Database, Query
-from qtg.db.pool import Batch
+from qtg.db.pool import PoolTimeout
 
 JSON = Query("t/json", "SELECT %(a)s::jsonb AS j")
 CREATE = Query("t/create", "CREATE TABLE IF NOT EXISTS t_pool (n integer NOT NULL)")
 INSERT = Query("t/insert", "INSERT INTO t_pool (n) VALUES (%(n)s)")
 ROWS = Query("t/rows", "SELECT n FROM t_pool ORDER BY n")
 BAD = Query("t/bad", "INSERT INTO t_pool (n) VALUES (NULL)")
+CLAIM_MISS = Query(
+    "t/claim_miss",
+    "WITH w AS (INSERT INTO t_pool (n) VALUES (8) RETURNING n) SELECT n FROM w WHERE false",
+)
+CLAIM_HIT = Query("t/claim_hit", "INSERT INTO t_pool (n) VALUES (9) RETURNING n")
+BACKEND = Query("t/backend", "SELECT pg_backend_pid() AS pid")
+TERMINATE = Query("t/terminate", "SELECT pg_terminate_backend(%(pid)s)")
+SLEEP = Query("t/sleep", "SELECT pg_sleep(30)")
+ALIVE = Query("t/alive", "SELECT count(*) FROM pg_stat_activity WHERE pid = %(pid)s")
+ACTIVE = Query(
+    "t/active",
+    "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %(pid)s AND state = 'active'",
+)
 
 
 async def test_database_roundtrip_json(db: Database) -> None:
@@ -43,15 +57,13 @@ async def test_a_failing_deferred_write_rolls_the_whole_transaction_back(db: Dat
     assert db.stats().get("pool_available", 0) == db.stats().get("pool_size", 0)
 
 
-async def test_batch_runs_plain_steps_in_one_transaction(db: Database) -> None:
+async def test_a_claim_miss_rolls_back_only_its_savepoint(db: Database) -> None:
     await db.execute(CREATE)
-
-    def steps(b: Batch) -> list[int]:
-        b.execute(INSERT, {"n": 7})
-        return [r["n"] for r in b.fetch(ROWS)]
-
     async with db.transaction() as tx:
-        assert await tx.batch(steps) == [7]
+        await tx.execute(INSERT, {"n": 7})
+        assert await tx.claim(CLAIM_MISS) is None  # wrote 8, found nothing: undone
+        assert await tx.claim(CLAIM_HIT) == {"n": 9}  # wrote 9 and found it: kept
+    assert [r["n"] for r in await db.fetch(ROWS)] == [7, 9]
 
 
 async def test_cancellation_at_commit_returns_the_connection_and_rolls_back(
@@ -79,3 +91,83 @@ async def test_cancellation_inside_a_transaction_returns_the_connection(dsn: str
                 await trio.sleep_forever()
         with trio.fail_after(5):
             assert await small.fetch(ROWS) == []
+
+
+async def test_a_connection_the_server_dropped_is_not_handed_out(dsn: str) -> None:
+    # A database restart or a terminated backend kills idle pooled connections;
+    # the next transaction (a submit path, say) must get a live one, not an error.
+    async with Database(dsn, min_size=1, max_size=1, connect_timeout=2) as small:
+        first = await small.fetchval(BACKEND)
+        async with Database(dsn, min_size=1, max_size=1) as other:
+            assert await other.fetchval(TERMINATE, {"pid": first}) is True
+            with trio.fail_after(5):  # the backend is gone once pg_stat_activity says so
+                while await other.fetchval(ALIVE, {"pid": first}):  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+        second = await small.fetchval(BACKEND)  # no OperationalError: a fresh connection
+        assert second != first
+
+
+async def test_a_cancelled_statement_is_cancelled_on_the_server(dsn: str) -> None:
+    async with Database(dsn, min_size=1, max_size=1, connect_timeout=2) as small:
+        pid = await small.fetchval(BACKEND)
+        with trio.fail_after(5), trio.move_on_after(0.2):
+            await small.fetchval(SLEEP)  # 30 s on the server unless really cancelled
+        async with Database(dsn, min_size=1, max_size=1) as other:
+            assert await other.fetchval(ACTIVE, {"pid": pid}) == 0
+        with trio.fail_after(2):
+            assert await small.fetchval(BACKEND) == pid  # the same connection, idle again
+
+
+async def test_an_exhausted_pool_times_out_and_leaves_other_pools_alone(dsn: str) -> None:
+    # The API and the workers have pools of their own: the API's exhausted by a
+    # flood answers PoolTimeout quickly, while the workers' still serves at once.
+    async with (
+        Database(dsn, min_size=1, max_size=2, checkout_timeout=0.2) as api,
+        Database(dsn, min_size=1, max_size=2) as workers,
+        trio.open_nursery() as nursery,
+    ):
+        held = trio.Event()
+        release = trio.Event()
+        holding = 0
+
+        async def hold() -> None:
+            nonlocal holding
+            async with api.transaction() as tx:
+                await tx.fetchval(BACKEND)
+                holding += 1
+                if holding == 2:
+                    held.set()
+                await release.wait()
+
+        nursery.start_soon(hold)
+        nursery.start_soon(hold)
+        await held.wait()
+        with trio.fail_after(2), pytest.raises(PoolTimeout):
+            await api.fetchval(BACKEND)
+        with trio.fail_after(1):
+            assert await workers.fetchval(BACKEND) is not None
+        release.set()
+    assert api.stats()["pool_available"] == api.stats()["pool_size"]
+
+
+async def test_statements_need_no_thread(db: Database) -> None:
+    # Every worker of trio's default thread limiter is busy (as a flood of
+    # blocking calls would make it): transactions still run, because no
+    # statement, commit or checkout is parked in a thread.
+    limiter = trio.to_thread.current_default_thread_limiter()
+    release = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+    async with trio.open_nursery() as nursery:
+        for _ in range(int(limiter.total_tokens)):
+            nursery.start_soon(
+                trio.to_thread.run_sync,
+                lambda: trio.from_thread.run(release.wait, trio_token=token),
+            )
+        with trio.fail_after(5):
+            while limiter.borrowed_tokens < limiter.total_tokens:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            await db.execute(CREATE)
+            async with db.transaction() as tx:
+                await tx.execute(INSERT, {"n": 5})
+            assert [r["n"] for r in await db.fetch(ROWS)] == [5]
+        release.set()

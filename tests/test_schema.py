@@ -146,8 +146,9 @@ def test_state_checks_reject_unknown_states(
         ("INSERT INTO executors (executor_key, health_state) VALUES ('e', 'LIMBO')", None),
         ("INSERT INTO api_tokens (name, token_hash, role) VALUES ('t', 'h', 'root')", None),
         (
-            "INSERT INTO worker_heartbeats (network_class, worker_name, worker_group, "
-            "status, interval_seconds) VALUES ('default', 'w', 'core', 'LIMBO', 1)",
+            "INSERT INTO worker_heartbeats (network_class, worker_name, instance_id, host, "
+            "pid, worker_group, status, interval_seconds) "
+            "VALUES ('default', 'w', 'h:1:x', 'h', 1, 'core', 'LIMBO', 1)",
             None,
         ),
     ],

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from qtg.db import ListenHub
 from qtg.services.context import ServiceContext
 
+from .admission import Admission
 from .errors import ApiError, error_response, json_response
 from .feed import EventFeed
 from .openapi import build_openapi
@@ -52,7 +53,11 @@ def create_app(ctx: ServiceContext, hub: ListenHub) -> Starlette:
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _http_error},
-        middleware=[Middleware(LastResort)],
+        # Admission first: a refused request costs nothing further.
+        middleware=[
+            Middleware(Admission, limit=ctx.settings.api_max_concurrent_requests),
+            Middleware(LastResort),
+        ],
     )
     settings = ctx.settings
     app.state.ctx = ctx

@@ -22,6 +22,7 @@ import psycopg
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from qtg.db import PoolTimeout
 from qtg.domain.plan import PlanError
 from qtg.services.errors import ServiceError
 
@@ -135,8 +136,10 @@ def _database_error(exc: psycopg.Error, where: str) -> tuple[int, str, str, dict
         COUNTERS.data_errors += 1
         log.warning("database refused a value the API let through", extra={"where": where})
         return 422, "INVALID_VALUE", "a value in the request cannot be stored", {}
+    if isinstance(exc, PoolTimeout):  # the API's own pool is exhausted: a flood, not an outage
+        return 503, "DATABASE_BUSY", "no database connection is free for the API; retry shortly", {}
     if isinstance(exc, psycopg.OperationalError | psycopg.errors.QueryCanceled):
-        # includes psycopg_pool.PoolTimeout (an OperationalError)
+        # includes qtg.db.PoolTimeout (an OperationalError): answered at once
         return 503, "DATABASE_UNAVAILABLE", "the database is not reachable right now", {}
     return _internal(exc, where)
 

@@ -18,12 +18,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
 )
+from pydantic_core import PydanticCustomError
 
+from qtg.domain import plan
 from qtg.domain.states import NodeState, RequestState
 from qtg.services.tokens import NAME_PATTERN
 
@@ -84,6 +88,17 @@ Limit = Annotated[int, Field(ge=1, le=200, description="page size, 1-200")]
 JsonObject = dict[str, Any]
 
 
+def _amount_is_text(value: Any) -> Any:
+    """A JSON number is refused with what to send instead: a float cannot hold
+    every amount exactly, so amounts travel as decimal strings."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise PydanticCustomError(
+            "amount_not_a_string",
+            'amounts are decimal strings such as "125.50", not JSON numbers',
+        )
+    return value
+
+
 def _positive_decimal(value: str) -> str:
     try:
         number = Decimal(value)
@@ -96,6 +111,7 @@ def _positive_decimal(value: str) -> str:
 
 Amount = Annotated[
     str,
+    BeforeValidator(_amount_is_text),
     StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,18})?$"),
     AfterValidator(_positive_decimal),
     Field(description="a positive decimal as a string (never a JSON number)", examples=["125.50"]),
@@ -121,6 +137,45 @@ class ErrorResponse(Out):
 # ------------------------------------------------------------------ templates
 
 
+#: The plan's shape in the OpenAPI document, as strict as qtg/domain/plan.py
+#: checks it (which stays the authority: it also checks references, cycles,
+#: and that edges name existing nodes). Documentation only: validation is the
+#: plan compiler's, with its precise error paths.
+GRAPH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["nodes"],
+    "properties": {
+        "nodes": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["key", "kind", "action_type"],
+                "properties": {
+                    "key": {"type": "string", "pattern": plan._NAME.pattern},
+                    "kind": {"type": "string", "enum": list(plan.NODE_KINDS)},
+                    "action_type": {"type": "string", "minLength": 1},
+                    "executor_key": {"type": "string"},
+                    "config": {"type": "object"},
+                    "timeout_policy": {"type": "object"},
+                },
+            },
+        },
+        "edges": {
+            "type": "array",
+            "items": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 2,
+                "items": {"type": "string", "pattern": plan._NAME.pattern},
+            },
+        },
+    },
+}
+
+
 class TemplateCreate(Body):
     template_key: TemplateKey
     name: ShortText
@@ -128,6 +183,7 @@ class TemplateCreate(Body):
     graph: JsonObject = Field(
         description="the plan: {nodes: [{key, kind, action_type, executor_key?, config?, "
         "timeout_policy?}], edges: [[from, to]]}",
+        json_schema_extra=GRAPH_SCHEMA,
         examples=[
             {
                 "nodes": [
@@ -265,7 +321,19 @@ class MovementCreate(Body):
     template_key: TemplateKey
     intent: Intent
     input_params: JsonObject = Field(default_factory=dict)
-    callback_url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = None
+    callback_url: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=2048),
+            # Documents what qtg/services/callbacks.py enforces (it decides, naming the reason).
+            Field(
+                json_schema_extra={"format": "uri", "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$"},
+                description="where signed callbacks are POSTed: an http(s) URL with a host, "
+                "no user:password@",
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Empty(Body):
@@ -348,6 +416,96 @@ class MovementListQuery(QueryParams):
 IdempotencyKey = Annotated[str, StringConstraints(pattern=r"^[\x21-\x7e]{1,200}$")]
 
 
+# ------------------------------------------------------------------ capital transfers
+
+CapitalTransferStatus = Literal[
+    "pending", "movement_created", "completed", "failed", "needs_attention"
+]
+Place = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+class CapitalTransferCreate(Body):
+    asset: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    amount: Amount
+    source: Place = Field(description="the venue or account the funds leave")
+    destination: Place = Field(description="the venue, account or address they go to")
+    template_key: TemplateKey | None = Field(
+        default=None,
+        description="the route template; omitted: the first MG_CAPITAL_TRANSFER_ROUTES match",
+    )
+    note: LongText | None = None
+
+
+class CapitalTransfer(Out):
+    id: uuid.UUID
+    network_class: str
+    asset: str
+    amount: str
+    source: str
+    destination: str
+    template_key: str
+    note: str | None
+    status: CapitalTransferStatus
+    request_id: uuid.UUID | None = Field(description="its movement, once created")
+    request_state: RequestState | None
+    idempotency_key: str
+    created_by: str
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class CapitalTransferPage(Out):
+    items: list[CapitalTransfer]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null: last")
+
+
+class CapitalTransferPath(QueryParams):
+    transfer_id: uuid.UUID
+
+
+class CapitalTransferListQuery(QueryParams):
+    status: CapitalTransferStatus | None = None
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
+# ------------------------------------------------------------------ notifications
+
+
+class Notification(Out):
+    id: int
+    kind: str
+    severity: Literal["info", "warning", "critical"]
+    subject: str
+    body: str
+    links: JsonObject
+    request_id: uuid.UUID | None
+    node_key: str | None
+    dedupe_key: str
+    occurrences: int = Field(description="times the open condition was raised")
+    last_raised_at: datetime
+    routed_at: datetime | None
+    resolved_at: datetime | None
+    created_at: datetime
+
+
+class NotificationPage(Out):
+    items: list[Notification]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null: last")
+
+
+class NotificationPath(QueryParams):
+    notification_id: Annotated[int, Field(ge=1, le=2**63 - 1)]
+
+
+class NotificationListQuery(QueryParams):
+    open: bool | None = Field(default=None, description="true: unresolved only; false: resolved")
+    kind: EventType | None = None
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
 # ------------------------------------------------------------------ registry & ops
 
 
@@ -394,7 +552,30 @@ class ExpectedIdentity(Body):
     expected_signer_address: EvmAddress
 
 
+class WorkerInstance(Out):
+    """One process's heartbeat row for a worker."""
+
+    instance_id: str
+    host: str
+    pid: int
+    status: Literal["starting", "running", "backoff", "crashed", "stopped"]
+    started_at: datetime | None
+    last_beat_at: datetime | None
+    last_success_at: datetime | None
+    iterations: int
+    items: int
+    consecutive_errors: int
+    last_error: str | None
+    beat_age_seconds: float | None
+    stale: bool
+    superseded: bool = Field(
+        description="dead (crashed or stale), but its host has started the worker again since"
+    )
+
+
 class Worker(Out):
+    """One worker, folded from its processes' rows: a live instance never masks a dead one."""
+
     network_class: str
     worker_name: str
     worker_group: Literal["core", "sidecar"]
@@ -410,12 +591,22 @@ class Worker(Out):
     last_error: str | None
     beat_age_seconds: float | None
     stale_after_seconds: float
-    stale: bool = Field(description="claims to run but has not beaten within stale_after_seconds")
+    stale: bool = Field(
+        description="an instance claims to run but has not beaten within stale_after_seconds"
+    )
+    live_instances: int = Field(description="instances running it and beating")
+    dead_instances: int = Field(description="instances that crashed or went stale, not restarted")
+    instances: list[WorkerInstance]
 
 
 class WorkerList(Out):
     network_class: str
     items: list[Worker]
+    next_cursor: str | None = Field(
+        default=None,
+        description="always null: every worker of the network class fits on one page; "
+        "present so that every list reads the same way",
+    )
 
 
 class WorkerQuery(QueryParams):
@@ -488,3 +679,95 @@ class StreamQuery(QueryParams):
             return None
         parts = [t.strip() for t in self.types.split(",") if t.strip()]
         return frozenset(parts)
+
+
+# ------------------------------------------------------------------ treasury (issue 13)
+
+VenueKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")]
+BalanceText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+ExactAmount = Annotated[str, Field(description="an exact decimal string", examples=["1250.50"])]
+
+
+class BalanceQuery(QueryParams):
+    venue_key: VenueKey | None = None
+    account: BalanceText | None = None
+    asset: BalanceText | None = None
+    fresh: bool = Field(
+        default=False,
+        description="fetch now before answering (operator or admin; rate-limited, bounded)",
+    )
+
+
+class Balance(Out):
+    venue_key: str
+    account: str
+    asset: str
+    amount: ExactAmount
+    observed_at: datetime
+    recorded_at: datetime
+    source: Literal["worker", "fresh"]
+    fetcher_key: str
+    detail: JsonObject
+    age_seconds: float
+    stale: bool = Field(description="older than MG_BALANCE_STALE_THRESHOLD_SECONDS, judged now")
+
+
+class FetcherStatus(Out):
+    fetcher_key: str
+    venue_key: str
+    source: Literal["worker", "fresh"]
+    outcome: Literal["ok", "failed", "timeout"]
+    error: str | None
+    rows: int
+    started_at: datetime
+    finished_at: datetime
+    last_ok_at: datetime | None
+
+
+class FetchOutcome(Out):
+    fetcher_key: str
+    venue_key: str
+    outcome: Literal["ok", "failed", "timeout"]
+    rows: int
+    error: str | None
+
+
+class BalanceList(Out):
+    as_of: datetime
+    stale_threshold_seconds: float
+    items: list[Balance]
+    fetchers: list[FetcherStatus] = Field(description="each fetcher's last attempt")
+    fresh: list[FetchOutcome] | None = Field(
+        default=None, description="with fresh=true: what each fetcher did for this request"
+    )
+
+
+class BalanceHistoryQuery(QueryParams):
+    bucket: Literal["hour", "day"] = "hour"
+    venue_key: VenueKey | None = None
+    account: BalanceText | None = None
+    asset: BalanceText | None = None
+    since: AwareDatetime | None = Field(default=None, description="bucket_start >= since")
+    until: AwareDatetime | None = Field(default=None, description="bucket_start < until")
+    cursor: Cursor | None = None
+    limit: Limit = 50
+
+
+class BalanceHistoryRow(Out):
+    bucket: Literal["hour", "day"]
+    bucket_start: datetime
+    venue_key: str
+    account: str
+    asset: str
+    first_amount: ExactAmount
+    last_amount: ExactAmount
+    min_amount: ExactAmount
+    max_amount: ExactAmount
+    sample_count: int
+    first_observed_at: datetime
+    last_observed_at: datetime
+
+
+class BalanceHistoryPage(Out):
+    items: list[BalanceHistoryRow]
+    next_cursor: str | None

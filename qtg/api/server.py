@@ -11,6 +11,8 @@ stream clients that cannot send headers.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,9 +50,15 @@ class ApiServer:
         return "ws" + self.url[len("http") :]
 
 
-def hypercorn_config(host: str, port: int) -> Config:
+def hypercorn_config(settings: Settings) -> Config:
+    """Hypercorn's settings: bound read and keep-alive waits, so that a client
+    that promises a body (or headers) and never sends it cannot hold a socket."""
+    host, port = settings.api_host, settings.api_port
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.read_timeout = settings.api_read_timeout_seconds  # type: ignore[assignment]
+    config.keep_alive_timeout = settings.api_keep_alive_timeout_seconds
+    config.h11_max_incomplete_size = settings.api_max_header_bytes
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = GRACEFUL_SECONDS
@@ -64,12 +72,20 @@ async def serve_api(
     settings: Settings,
     *,
     shutdown: trio.Event | None = None,
+    sock: socket.socket | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the API on MG_API_HOST:MG_API_PORT until cancelled (or `shutdown` is set)."""
+    """Serve the API on MG_API_HOST:MG_API_PORT until cancelled (or `shutdown` is set).
+
+    `sock`, when given, is an already bound listening socket (the launcher
+    binds before touching the database); Hypercorn serves a duplicate of it.
+    """
     app = create_app(ctx, hub)
     feed: EventFeed = app.state.feed
-    config = hypercorn_config(settings.api_host, settings.api_port)
+    config = hypercorn_config(settings)
+    if sock is not None:
+        config.bind = [f"fd://{os.dup(sock.fileno())}"]
+    app.state.hypercorn_config = config
     stop = shutdown or trio.Event()
 
     async def shutdown_trigger() -> None:
@@ -81,7 +97,10 @@ async def serve_api(
         async with trio.open_nursery() as http:
             binds: list[str] = await http.start(
                 lambda task_status: serve(
-                    app, config, shutdown_trigger=shutdown_trigger, task_status=task_status
+                    CloseAfterRefusedBody(app),
+                    config,
+                    shutdown_trigger=shutdown_trigger,
+                    task_status=task_status,
                 )
             )
             host, port = _bound(binds[0])
@@ -91,6 +110,43 @@ async def serve_api(
         # Hypercorn has finished its graceful shutdown: stop the feed too.
         nursery.cancel_scope.cancel()
     log.info("API stopped")
+
+
+class CloseAfterRefusedBody:
+    """ASGI wrapper: a 413 really ends the connection, even while the client sends.
+
+    The app answers 413 without reading the body. Hypercorn meanwhile feeds
+    the body chunks it receives into the request's queue (10 entries); once
+    full, its reader waits, and so does its close path, which queues an
+    `http.disconnect` before closing the socket. Nothing then reads or closes:
+    the socket stays open with the client blocked writing (this made
+    tests/api/test_input.py::test_malformed_json_and_headers time out under
+    load). So while a 413 is being sent, a helper empties that queue,
+    discarding what Hypercorn already read; the close then goes through and
+    nothing more of the body is read.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        async with trio.open_nursery() as nursery:
+
+            async def guarded_send(message: Any) -> None:
+                if message["type"] == "http.response.start" and message["status"] == 413:
+                    nursery.start_soon(_discard_until_disconnect, receive)
+                await send(message)
+
+            await self.app(scope, receive, guarded_send)
+            nursery.cancel_scope.cancel()
+
+
+async def _discard_until_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _bound(bind: str) -> tuple[str, int]:

@@ -36,6 +36,8 @@ import trio
 from pydantic import ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from qtg.db import Database
+from qtg.services import readmodels
 from qtg.services.tokens import Role
 
 from . import schemas as s
@@ -71,6 +73,11 @@ async def stream_endpoint(websocket: WebSocket) -> None:
     if not feed.ready.is_set():
         await _refuse(websocket, ApiError(503, "NOT_READY", "the event stream is starting"))
         return
+    try:
+        await _check_after(app_state.ctx.db, feed, params.after)
+    except Exception as exc:
+        await _refuse(websocket, exc)
+        return
     await websocket.accept()
     try:
         async with trio.open_nursery() as nursery:
@@ -104,6 +111,28 @@ def _parse(websocket: WebSocket) -> s.StreamQuery:
                 {"field": "types"},
             )
     return params
+
+
+async def _check_after(db: Database, feed: EventFeed, after: int | None) -> None:
+    """Refuse an `after` beyond the last event id ever handed out.
+
+    Such an id was never sent to anyone (a typo, or 2^63-1 as "only new
+    events"); accepting it would deliver nothing, silently, until the ids
+    caught up. The feed's position is checked first, so a normal resume costs
+    no query; the sequence decides only for ids beyond it (another API
+    process's feed may be a little ahead of this one's).
+    """
+    if after is None or after <= feed.position:
+        return
+    last = await readmodels.last_event_id(db)
+    if after > last:
+        raise ApiError(
+            422,
+            "VALIDATION_FAILED",
+            f"after: {after} is beyond the last event id ({last}); resume with an id "
+            "this stream sent, or leave after out for live events only",
+            {"field": "after", "last_event_id": last},
+        )
 
 
 async def _refuse(websocket: WebSocket, exc: BaseException) -> None:

@@ -169,7 +169,7 @@ class Watcher:
                 ) from None
             except trio_websocket.ConnectionClosed as exc:
                 reason = exc.reason
-                self._note(f"stream closed ({reason.code} {reason.reason or ''}); resuming")
+                self._note(f"{describe_close(reason.code, reason.reason)}; resuming")
                 if reason.code == 4008:
                     continue  # slow consumer: catch up from where we are, at once
             except (OSError, trio_websocket.HandshakeError, trio.TooSlowError) as exc:
@@ -197,3 +197,22 @@ class Watcher:
 
     def _note(self, text: str) -> None:
         print(f"qtg watch: {text}", file=self.err, flush=True)
+
+
+#: Close codes a user may see, in words (RFC 6455 §7.4.1 and qtg's own).
+CLOSE_MEANINGS = {
+    1000: "closed normally",
+    1001: "the API is restarting",
+    1006: "the connection to the API was lost (no close frame: the API stopped or "
+    "the network dropped)",
+    1011: "the API hit an internal error",
+    1013: "the API cannot reach its database",
+    4008: "this client fell behind (slow consumer)",
+}
+
+
+def describe_close(code: int | None, reason: str | None) -> str:
+    """One readable line for a closed stream: never a bare `(1006 )`."""
+    meaning = CLOSE_MEANINGS.get(code or 0, "closed")
+    text = f"stream {meaning} [code {code}]" if code is not None else f"stream {meaning}"
+    return f"{text}: {reason}" if reason else text

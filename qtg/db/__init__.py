@@ -1,7 +1,7 @@
 """The database edge: pool and transactions, named SQL, migrations, the LISTEN hub."""
 
 from qtg.db.hub import CHANNELS, ListenHub, Wakeup
-from qtg.db.pool import Batch, Database, Jsonb, Tx
+from qtg.db.pool import Batch, Database, Jsonb, PoolTimeout, Tx
 from qtg.db.queries import Query, QueryFamily, UnknownQueryError, sql_family
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "Database",
     "Jsonb",
     "ListenHub",
+    "PoolTimeout",
     "Query",
     "QueryFamily",
     "Tx",

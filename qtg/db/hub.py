@@ -38,6 +38,7 @@ CHANNELS: tuple[str, ...] = (
     "qtg_audit",
     "qtg_expire",
     "qtg_events",
+    "qtg_notification",
 )
 
 SQL = sql_family("db", "ping")

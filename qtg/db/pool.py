@@ -1,37 +1,47 @@
-"""The database edge: a psycopg pool driven from trio, transactions and savepoints.
+"""The database edge: a trio-native connection pool, transactions and savepoints.
 
-psycopg's async API is asyncio-only, so qtg uses the sync `ConnectionPool` and
-runs statements through `trio.to_thread.run_sync` (DESIGN §9). A thread hop
-costs several times a short statement, so the API is shaped to need few: a
-transaction takes its connection in its first hop and commits in its last;
-`Tx.defer` queues writes that go pipelined with the next statement or the
-commit; `Tx.batch` runs plain steps (a claim walk with its savepoints, the
-reads after it) in one hop. Everything above this module speaks `Database`,
-`Tx` and `Batch`, so the mechanism can change without touching a service.
+Connections are `TrioConnection`s (qtg/db/connection.py): psycopg's protocol
+generators driven by trio, so a statement is one socket round trip and no
+thread hop, and checkout waits on a trio semaphore, never parked in a thread.
+That is also what isolates the API from the workers (issue 17): each
+`Database` is its own pool with its own size and checkout timeout, and nothing
+is shared between pools — not connections, not threads — so a flood of API
+requests that exhausts the API pool cannot delay a worker's checkout.
 
-Cancellation: trio cannot interrupt a statement running in a thread, so a
-thread call is never abandoned (the connection would be returned to the pool
-mid-query); every statement is bounded by `statement_timeout` instead, and
-rollback and release run shielded.
+Everything above this module speaks `Database` and `Tx`, so the mechanism can
+change without touching a service.
+
+Guarantees the tests pin (tests/test_pool.py):
+- a connection goes back to the pool idle, or is closed — never mid-query or
+  mid-transaction, whatever happens to the task (a cancelled statement is
+  cancelled on the server and drained, shielded and bounded);
+- a connection the server has dropped (restart, terminated backend) is not
+  handed out: an idle connection whose socket has anything to read is
+  discarded on checkout, without a round trip;
+- the commit and the rollback run shielded, so a cancellation that lands on
+  them neither leaks the connection nor leaves the transaction open.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
 import msgspec
 import psycopg
 import trio
+from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads
-from psycopg_pool import ConnectionPool
 
+from qtg.db.connection import TrioConnection, socket_has_data
 from qtg.db.queries import Query
 
-__all__ = ["Batch", "Database", "Jsonb", "Tx"]
+__all__ = ["Batch", "Database", "Jsonb", "PoolTimeout", "Tx"]
 
 Params = Mapping[str, Any] | Sequence[Any] | None
 T = TypeVar("T")
@@ -40,6 +50,29 @@ T = TypeVar("T")
 _SAVEPOINT = "SAVEPOINT {}"
 _RELEASE = "RELEASE SAVEPOINT {}"
 _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT {}"
+
+_IDLE = pq.TransactionStatus.IDLE
+
+#: TCP keepalives on every pooled connection, so a peer that vanished without
+#: closing (a partition, a dead host) is noticed in seconds, not hours.
+_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 3,
+    "keepalives_count": 3,
+}
+
+#: How long (s) a connection above min_size may sit idle before it is closed,
+#: so a pool that grew during a burst shrinks back.
+MAX_IDLE_SECONDS = 30.0
+
+#: Bound on a shielded commit or rollback (s): statement_timeout bounds the
+#: server; this bounds a network that stops answering.
+_FINISH_TIMEOUT_SECONDS = 30.0
+
+
+class PoolTimeout(psycopg.OperationalError):
+    """No connection became free within the checkout timeout (the API maps it to 503)."""
 
 
 def connection_options(*, statement_timeout_ms: int, callback_max_attempts: int) -> str:
@@ -51,7 +84,12 @@ def connection_options(*, statement_timeout_ms: int, callback_max_attempts: int)
 
 
 class Database:
-    """A pool of connections to one PostgreSQL database, usable from trio tasks."""
+    """A trio-native pool of connections to one PostgreSQL database.
+
+    `max_size` bounds the connections; `checkout_timeout` bounds how long a
+    transaction waits for one (then `PoolTimeout`). Connections are opened on
+    demand, up to `max_size`; `min_size` are opened by `open()` and kept.
+    """
 
     def __init__(
         self,
@@ -63,50 +101,64 @@ class Database:
         callback_max_attempts: int = 5,
         application_name: str = "qtg",
         connect_timeout: float = 10.0,
+        checkout_timeout: float | None = None,
     ) -> None:
+        if min_size > max_size:
+            raise ValueError(f"min_size {min_size} is larger than max_size {max_size}")
         self.dsn = dsn
         self.connect_timeout = connect_timeout
-        self._pool = ConnectionPool(
-            dsn,
-            min_size=min_size,
-            max_size=max_size,
-            open=False,
-            kwargs={
-                "autocommit": False,
-                "row_factory": dict_row,
-                "application_name": application_name,
-                "options": connection_options(
-                    statement_timeout_ms=statement_timeout_ms,
-                    callback_max_attempts=callback_max_attempts,
-                ),
-            },
-            configure=_configure,
-            # A background reconnect gives up at once; the next getconn grows the
-            # pool again, so after a database restart the first pass that finds
-            # the server back gets a fresh connection.
-            reconnect_timeout=0,
-            name=application_name,
-        )
+        self.checkout_timeout = connect_timeout if checkout_timeout is None else checkout_timeout
+        self.min_size = min_size
+        self.max_size = max_size
+        self._connect_kwargs: dict[str, Any] = {
+            **_KEEPALIVES,
+            "autocommit": False,
+            "row_factory": dict_row,
+            "application_name": application_name,
+            "options": connection_options(
+                statement_timeout_ms=statement_timeout_ms,
+                callback_max_attempts=callback_max_attempts,
+            ),
+            "connect_timeout": max(1, round(connect_timeout)),
+        }
+        # Lazily created: a Database may be built outside trio (tests, the CLI).
+        self._slots: trio.Semaphore | None = None
+        self._idle: deque[tuple[TrioConnection, float]] = deque()
+        self._out = 0
+        self._waiting = 0
         self._opened = False
-        self._open_lock: trio.Lock | None = None
+        self._closed = False
 
+    # ------------------------------------------------------------ lifecycle
     async def open(self, *, wait: bool = True) -> None:
-        """Open the pool (once: later calls return at once)."""
+        """Open the pool: connect `min_size` connections (with `wait`, failing
+        with `PoolTimeout` if the server does not answer in time)."""
         if self._opened:
             return
-        if self._open_lock is None:
-            self._open_lock = trio.Lock()
-        async with self._open_lock:
-            if not self._opened:
-                await trio.to_thread.run_sync(
-                    lambda: self._pool.open(wait=wait, timeout=self.connect_timeout)
-                )
-                self._opened = True
+        self._slots = self._slots or trio.Semaphore(self.max_size)
+        self._closed = False
+        self._opened = True
+        if not wait:
+            return
+        try:
+            with trio.fail_after(self.connect_timeout):
+                conns = [await self._connect() for _ in range(self.min_size - len(self._idle))]
+        except (trio.TooSlowError, psycopg.OperationalError) as exc:
+            self._opened = False
+            raise PoolTimeout(
+                f"could not open {self.min_size} connection(s) within "
+                f"{self.connect_timeout:g} s: {exc}"
+            ) from exc
+        now = time.monotonic()
+        self._idle.extend((c, now) for c in conns)
 
     async def close(self) -> None:
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(lambda: self._pool.close(timeout=5.0))
+        """Close every idle connection; the ones in use close when given back."""
+        self._closed = True
         self._opened = False
+        while self._idle:
+            conn, _ = self._idle.popleft()
+            _close(conn)
 
     async def __aenter__(self) -> Database:
         await self.open()
@@ -115,26 +167,97 @@ class Database:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # ------------------------------------------------------------ checkout
+    async def _connect(self) -> TrioConnection:
+        conn = await TrioConnection.connect(self.dsn, **self._connect_kwargs)
+        _configure(conn)
+        return conn
+
+    async def getconn(self) -> TrioConnection:
+        """A live connection, waiting at most `checkout_timeout` for a free slot."""
+        if not self._opened:
+            await self.open()
+        assert self._slots is not None
+        self._waiting += 1
+        try:
+            with trio.move_on_after(self.checkout_timeout) as waited:
+                await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        if waited.cancelled_caught:
+            raise PoolTimeout(
+                f"no database connection free within {self.checkout_timeout:g} s "
+                f"({self.max_size} in use)"
+            )
+        try:
+            conn = self._take_idle()
+            if conn is None:
+                with trio.fail_after(self.connect_timeout):
+                    conn = await self._connect()
+        except BaseException:
+            self._slots.release()
+            raise
+        self._out += 1
+        return conn
+
+    def _take_idle(self) -> TrioConnection | None:
+        """The most recently used idle connection that is still alive (LIFO keeps
+        the working set warm and lets the rest age out)."""
+        while self._idle:
+            conn, _ = self._idle.pop()
+            if _usable(conn):
+                return conn
+            _close(conn)
+        return None
+
+    def putconn(self, conn: TrioConnection) -> None:
+        """Give a connection back: idle if it is clean, else closed."""
+        assert self._slots is not None
+        self._out -= 1
+        try:
+            if self._closed or not _usable(conn):
+                _close(conn)
+            else:
+                now = time.monotonic()
+                self._idle.append((conn, now))
+                self._trim(now)
+        finally:
+            self._slots.release()
+
+    def _trim(self, now: float) -> None:
+        while len(self._idle) > self.min_size and now - self._idle[0][1] > MAX_IDLE_SECONDS:
+            conn, _ = self._idle.popleft()
+            _close(conn)
+
+    def stats(self) -> dict[str, int]:
+        """psycopg_pool-style figures: connections open, idle, and tasks waiting."""
+        return {
+            "pool_min": self.min_size,
+            "pool_max": self.max_size,
+            "pool_size": self._out + len(self._idle),
+            "pool_available": len(self._idle),
+            "requests_waiting": self._waiting,
+        }
+
+    # ------------------------------------------------------------ transactions
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
         """One transaction on one pooled connection: commit on success, else roll back.
 
-        The connection is taken from the pool in the thread hop of the first
-        statement, and the commit (with any deferred writes) and the return
-        to the pool happen in one last hop, so a transaction of k statements
-        costs about k + 1 thread hops, not k + 3.
+        The connection is taken at the first statement (a transaction of
+        deferred writes only takes it at commit), and given back after the
+        commit or rollback, which run shielded.
         """
-        if not self._opened:  # a pool created for later use (e.g. a provider's own)
-            await self.open()
-        tx = Tx(self._pool, self.connect_timeout)
+        tx = Tx(self)
         try:
             yield tx
-            # A cancellation can land at this call's own checkpoint, before the
-            # commit runs: the except below still gives the connection back.
-            await trio.to_thread.run_sync(tx._finish, True)
+            # A cancellation already pending means "stop": roll back, do not commit.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            with trio.CancelScope(shield=True):
+                await tx._finish(commit=True)
         except BaseException:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(tx._finish, False)  # a no-op once finished
+                await tx._finish(commit=False)  # a no-op once finished
             raise
 
     # Single-statement conveniences, each in its own transaction.
@@ -154,39 +277,43 @@ class Database:
         async with self.transaction() as tx:
             return await tx.fetchval(query, params)
 
-    def stats(self) -> dict[str, int]:
-        return self._pool.get_stats()
 
-
-def _configure(conn: psycopg.Connection[Any]) -> None:
+def _configure(conn: TrioConnection) -> None:
     # jsonb in and out through msgspec: faster than the stdlib, and Decimal
     # amounts are written as strings, never floats.
     set_json_dumps(msgspec.json.encode, conn)
     set_json_loads(msgspec.json.decode, conn)
 
 
-def _rollback_quietly(conn: psycopg.Connection[Any]) -> None:
-    if conn.closed:
-        return
-    with suppress(psycopg.Error):  # a broken connection is discarded by the pool on putconn
-        conn.rollback()
+def _usable(conn: TrioConnection) -> bool:
+    return (
+        not conn.closed
+        and not conn.broken
+        and conn.pgconn.status == pq.ConnStatus.OK
+        and conn.pgconn.transaction_status == _IDLE
+        and not socket_has_data(conn)
+    )
+
+
+def _close(conn: TrioConnection) -> None:
+    with suppress(Exception):
+        conn.pgconn.finish()
 
 
 class Tx:
     """A transaction in progress. Methods take a `Query` (never a string) and params.
 
-    Every method runs in one thread hop. `defer()` queues a write whose result
-    nobody reads; queued writes are sent, in order and pipelined, ahead of the
-    next statement or the commit. An error in one surfaces there and rolls the
-    whole transaction back, as it would have at its own call.
+    `defer()` queues a write whose result nobody reads; queued writes are sent,
+    in order and pipelined, ahead of the next statement or the commit. An error
+    in one surfaces there and rolls the whole transaction back, as it would
+    have at its own call.
     """
 
-    __slots__ = ("_conn", "_pending", "_pool", "_savepoints", "_timeout")
+    __slots__ = ("_conn", "_db", "_pending", "_savepoints")
 
-    def __init__(self, pool: ConnectionPool, timeout: float) -> None:
-        self._pool = pool
-        self._timeout = timeout
-        self._conn: psycopg.Connection[Any] | None = None
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._conn: TrioConnection | None = None
         self._pending: list[tuple[Query, Params]] = []
         self._savepoints = itertools.count(1)
 
@@ -194,14 +321,30 @@ class Tx:
         """Queue a write to be sent with the next statement or the commit."""
         self._pending.append((query, params))
 
+    async def _ready(self) -> TrioConnection:
+        if self._conn is None:
+            self._conn = await self._db.getconn()
+        if self._pending:
+            await self._flush(self._conn)
+        return self._conn
+
     async def execute(self, query: Query, params: Params = None) -> int:
-        return await trio.to_thread.run_sync(self._run, _execute, query, params)
+        conn = await self._ready()
+        async with conn.cursor() as cur:
+            await cur.execute(query.text, params)  # type: ignore[arg-type]
+            return cur.rowcount
 
     async def fetch(self, query: Query, params: Params = None) -> list[dict[str, Any]]:
-        return await trio.to_thread.run_sync(self._run, _fetch, query, params)
+        conn = await self._ready()
+        async with conn.cursor() as cur:
+            await cur.execute(query.text, params)  # type: ignore[arg-type]
+            return await cur.fetchall() if cur.description else []
 
     async def fetchrow(self, query: Query, params: Params = None) -> dict[str, Any] | None:
-        return await trio.to_thread.run_sync(self._run, _fetchrow, query, params)
+        conn = await self._ready()
+        async with conn.cursor() as cur:
+            await cur.execute(query.text, params)  # type: ignore[arg-type]
+            return await cur.fetchone() if cur.description else None
 
     async def fetchval(self, query: Query, params: Params = None) -> Any:
         row = await self.fetchrow(query, params)
@@ -209,109 +352,80 @@ class Tx:
             return None
         return next(iter(row.values()))
 
-    async def batch(self, fn: Callable[[Batch], T]) -> T:
-        """Run `fn` — plain, synchronous database steps — in one thread hop.
-
-        For a sequence of statements with nothing but Python between them (a
-        claim walk, a claim and the reads that follow it), this costs one hop
-        instead of one per statement. `fn` must not block on anything else.
-        """
-        return await trio.to_thread.run_sync(
-            self._run, lambda conn, _q, _p: fn(Batch(self, conn)), None, None
-        )
-
-    # -- thread side
-    def _run(self, fn: Any, query: Any, params: Params) -> Any:
-        if self._conn is None:
-            self._conn = self._pool.getconn(timeout=self._timeout)
-        self._flush(self._conn)
-        return fn(self._conn, query, params)
-
-    def _flush(self, conn: psycopg.Connection[Any]) -> None:
-        pending, self._pending = self._pending, []
-        if len(pending) == 1:
-            _execute(conn, *pending[0])
-        elif pending:
-            with conn.pipeline(), conn.cursor() as cur:
-                for query, params in pending:
-                    cur.execute(query.text, params)  # type: ignore[arg-type]
-
-    def _finish(self, commit: bool) -> None:
-        """Commit (sending deferred writes first) or roll back; always give the
-        connection back. A failed commit rolls back and raises."""
-        if commit and self._pending and self._conn is None:  # deferred writes only
-            self._conn = self._pool.getconn(timeout=self._timeout)
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            if commit:
-                self._flush(conn)
-                conn.commit()
-            else:
-                _rollback_quietly(conn)
-        except BaseException:
-            _rollback_quietly(conn)
-            raise
-        finally:
-            self._pending = []
-            self._pool.putconn(conn)
-
-
-def _execute(conn: psycopg.Connection[Any], query: Query, params: Params) -> int:
-    with conn.cursor() as cur:
-        cur.execute(query.text, params)  # type: ignore[arg-type]
-        return cur.rowcount
-
-
-def _fetch(conn: psycopg.Connection[Any], query: Query, params: Params) -> list[dict[str, Any]]:
-    with conn.cursor() as cur:
-        cur.execute(query.text, params)  # type: ignore[arg-type]
-        return cur.fetchall() if cur.description else []
-
-
-def _fetchrow(conn: psycopg.Connection[Any], query: Query, params: Params) -> dict[str, Any] | None:
-    with conn.cursor() as cur:
-        cur.execute(query.text, params)  # type: ignore[arg-type]
-        return cur.fetchone() if cur.description else None
-
-
-def _rollback_to(conn: psycopg.Connection[Any], name: str) -> None:
-    conn.execute(_ROLLBACK_TO.format(name))  # type: ignore[arg-type]
-    conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
-
-
-class Batch:
-    """The thread side of a transaction, for `Tx.batch`: the same statements, run now."""
-
-    __slots__ = ("_conn", "_tx")
-
-    def __init__(self, tx: Tx, conn: psycopg.Connection[Any]) -> None:
-        self._tx = tx
-        self._conn = conn
-
-    def execute(self, query: Query, params: Params = None) -> int:
-        return _execute(self._conn, query, params)
-
-    def fetch(self, query: Query, params: Params = None) -> list[dict[str, Any]]:
-        return _fetch(self._conn, query, params)
-
-    def fetchrow(self, query: Query, params: Params = None) -> dict[str, Any] | None:
-        return _fetchrow(self._conn, query, params)
-
-    def claim(self, query: Query, params: Params = None) -> dict[str, Any] | None:
+    async def claim(self, query: Query, params: Params = None) -> dict[str, Any] | None:
         """Run a claim query under a savepoint: on a miss roll the savepoint back,
         which releases any partial lock the skipped attempt took (the reference's
         miss-only savepoint); on a hit release it and keep the locks."""
-        name = f"qtg_sp_{next(self._tx._savepoints)}"
-        self._conn.execute(_SAVEPOINT.format(name))  # type: ignore[arg-type]
+        conn = await self._ready()
+        name = f"qtg_sp_{next(self._savepoints)}"
+        await conn.execute(_SAVEPOINT.format(name))  # type: ignore[arg-type]
         try:
-            row = _fetchrow(self._conn, query, params)
+            row = await self.fetchrow(query, params)
         except BaseException:
-            _rollback_to(self._conn, name)
+            with trio.CancelScope(shield=True):
+                await _rollback_to(conn, name)
             raise
         if row is None:
-            _rollback_to(self._conn, name)
+            await _rollback_to(conn, name)
         else:
-            self._conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
+            await conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
         return row
+
+    async def batch(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run `fn(tx)`: steps that belong together (a claim and the reads after it).
+
+        With threads this saved hops; on the trio-native edge it is a plain call,
+        kept so call sites read as one unit of work.
+        """
+        return await fn(self)
+
+    async def _flush(self, conn: TrioConnection) -> None:
+        pending, self._pending = self._pending, []
+        if len(pending) == 1:
+            query, params = pending[0]
+            await conn.execute(query.text, params)  # type: ignore[arg-type]
+        elif pending:
+            async with conn.pipeline(), conn.cursor() as cur:
+                for query, params in pending:
+                    await cur.execute(query.text, params)  # type: ignore[arg-type]
+
+    async def _finish(self, *, commit: bool) -> None:
+        """Commit (sending deferred writes first) or roll back; always give the
+        connection back. A failed commit rolls back and raises."""
+        if commit and self._pending and self._conn is None:  # deferred writes only
+            self._conn = await self._db.getconn()
+        conn, self._conn = self._conn, None
+        if conn is None:
+            self._pending = []
+            return
+        try:
+            with trio.fail_after(_FINISH_TIMEOUT_SECONDS):
+                if commit:
+                    await self._flush(conn)
+                    await conn.commit()
+                else:
+                    await _rollback_quietly(conn)
+        except BaseException:
+            with trio.move_on_after(_FINISH_TIMEOUT_SECONDS):
+                await _rollback_quietly(conn)
+            raise
+        finally:
+            self._pending = []
+            self._db.putconn(conn)
+
+
+async def _rollback_quietly(conn: TrioConnection) -> None:
+    if conn.closed:
+        return
+    with suppress(psycopg.Error):  # a broken connection is closed by putconn
+        await conn.rollback()
+
+
+async def _rollback_to(conn: TrioConnection, name: str) -> None:
+    await conn.execute(_ROLLBACK_TO.format(name))  # type: ignore[arg-type]
+    await conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
+
+
+#: Kept for call sites written against the threaded edge: a batch's steps now
+#: run on the transaction itself.
+Batch = Tx

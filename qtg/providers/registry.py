@@ -23,7 +23,9 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
 from qtg.config import ConfigError, Settings
+from qtg.providers.balances import BalanceFetcher, BalanceFetcherError, BalanceFetcherRegistry
 from qtg.providers.base import Executor, Signer
+from qtg.providers.cex import CexClient, CexClientRegistry
 
 if TYPE_CHECKING:
     from qtg.db import Database
@@ -64,6 +66,9 @@ class ProviderRegistry:
         self._by_action_type: dict[str, list[str]] = {}
         self._signers: dict[str, Signer] = {}
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        # treasury view (issue 13): balance fetchers and CEX transfer clients
+        self.balance_fetcher_registry = BalanceFetcherRegistry()
+        self.cex_client_registry = CexClientRegistry()
         # What this process can do beyond executing (reference "Always-on vs
         # conditional"): a provider adds e.g. "evm_rpc"; launcher.py passes it to
         # resolve_workers so the workers that need it are registered.
@@ -119,6 +124,18 @@ class ProviderRegistry:
                 f"(by {type(self._signers[key]).__name__}); signer keys must be unique"
             )
         self._signers[key] = signer
+
+    def add_balance_fetcher(self, fetcher: BalanceFetcher) -> None:
+        try:
+            self.balance_fetcher_registry.add(fetcher)
+        except BalanceFetcherError as exc:
+            raise RegistrationError(str(exc)) from None
+
+    def add_cex_client(self, client: CexClient) -> None:
+        try:
+            self.cex_client_registry.add(client)
+        except ValueError as exc:
+            raise RegistrationError(str(exc)) from None
 
     # ------------------------------------------------------------------ lookup
 

@@ -16,7 +16,10 @@ Start-up, in order, each step failing with one clear line:
 6. Extra services (`extra_services`, the API server's slot) in the same nursery.
 Then one `qtg runtime ready` line.
 
-Every exit path stops cleanly — normal end, SIGINT/SIGTERM (turned into a
+Before step 2 the API's port is bound (`bind_api`): a port in use ends
+start-up with one line naming MG_API_HOST:MG_API_PORT, before anything changed.
+
+Every exit path stops cleanly — normal end, SIGINT/SIGTERM/SIGHUP (turned into a
 cancellation by `trio.open_signal_receiver`, exit 0), a core worker failure
 (exit 1), a start-up error (exit 1), an unexpected exception (exit 1): the
 nursery unwinds, transactions roll back, the pool closes and the embedded
@@ -27,13 +30,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import functools
 import logging
 import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,9 +55,11 @@ from qtg.runtime.registry import (
     ResolvedWorker,
     WorkerLoadError,
     WorkerSpec,
+    enabling_variable,
     load,
     resolve_workers,
     running,
+    skipped_by_default,
     skipped_with_warning,
     validate,
 )
@@ -128,8 +134,17 @@ class Runtime:
     hub: ListenHub
     providers: Any
     ctx: ServiceContext
-    instance_id: str
+    process: heartbeat_rows.ProcessId
+    #: The API's context: the same settings and providers, its own pool (issue 17:
+    #: requests must never wait for, or make workers wait for, a connection).
+    api_ctx: ServiceContext | None = None
     workers: list[ResolvedWorker] = dataclasses.field(default_factory=list)
+    #: The API's listening socket, bound before anything else happened.
+    api_socket: socket.socket | None = None
+
+    @property
+    def instance_id(self) -> str:
+        return self.process.instance_id
 
 
 #: An extra service runs in the runtime's nursery beside the workers:
@@ -140,17 +155,72 @@ ProvidersFactory = Callable[[Settings, Database], Any]
 WorkerFactory = Callable[[LoadedWorker, Runtime], WorkerFn]
 
 
+def serves_api(args: argparse.Namespace) -> bool:
+    return not getattr(args, "workers_only", False)
+
+
 def extra_services(runtime: Runtime) -> list[tuple[str, ExtraService]]:
     """The services started beside the workers: the API, unless --workers-only."""
-    if getattr(runtime.args, "workers_only", False):
+    if not serves_api(runtime.args):
         return []
     return [("qtg.api", _serve_api)]
+
+
+def api_database(settings: Settings, dsn: str, application_name: str) -> Database:
+    """The API's own pool, sized by MG_API_DB_POOL_* and quick to give up."""
+    return Database(
+        dsn,
+        min_size=settings.api_db_pool_min_size,
+        max_size=settings.api_db_pool_max_size,
+        checkout_timeout=settings.api_db_pool_timeout_seconds,
+        statement_timeout_ms=settings.statement_timeout_ms,
+        callback_max_attempts=settings.callback_max_attempts,
+        application_name=f"{application_name}:api",
+    )
 
 
 async def _serve_api(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     from qtg.api import serve_api
 
-    await serve_api(runtime.ctx, runtime.hub, runtime.settings, task_status=task_status)
+    await serve_api(
+        runtime.api_ctx or runtime.ctx,
+        runtime.hub,
+        runtime.settings,
+        sock=runtime.api_socket,
+        task_status=task_status,
+    )
+
+
+def bind_api(settings: Settings, args: argparse.Namespace) -> socket.socket | None:
+    """Bind MG_API_HOST:MG_API_PORT first, before the database is touched.
+
+    A port already in use then stops start-up with one line naming the
+    setting, and nothing (embedded server, migrations, demo seeding) has
+    happened yet. Hypercorn is handed the bound socket.
+    """
+    if getattr(args, "workers_only", False):
+        return None
+    host, port = settings.api_host, settings.api_port
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise StartupError(
+            f"MG_API_HOST:MG_API_PORT {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"MG_API_HOST:MG_API_PORT {host}:{port} is already in use") from None
+        raise StartupError(
+            f"MG_API_HOST:MG_API_PORT {host}:{port}: {exc.strerror or exc}"
+        ) from None
+    return sock
 
 
 def default_providers(settings: Settings, db: Database) -> Any:
@@ -175,7 +245,7 @@ def build_worker(worker: LoadedWorker, runtime: Runtime) -> WorkerFn:
             heartbeat_rows.write_beat,
             runtime.db,
             settings.network_class,
-            runtime.instance_id,
+            runtime.process,
             row,
         ),
         min_interval=settings.heartbeat_min_interval_seconds,
@@ -256,10 +326,18 @@ async def serve(
     """The whole life of the runtime inside one trio.run; returns the exit code."""
     embedded = None
     db: Database | None = None
+    api_db: Database | None = None
     closers: list[Callable[[], Awaitable[None]]] = []  # run on the way out, before the pool
     code = EXIT_OK
     shutdown = _Shutdown(application_name=f"qtg-runtime:{os.getpid()}")
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    try:
+        api_socket = bind_api(settings, args)
+    except StartupError as exc:
+        return _exit_code(exc)
+    # SIGHUP (the terminal closed) stops the runtime like SIGTERM: the embedded
+    # PostgreSQL is stopped too, instead of outliving its terminal.
+    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    with trio.open_signal_receiver(*stop_signals) as signals:
         try:
             async with trio.open_nursery() as guard:
                 runtime_scope = trio.CancelScope()
@@ -272,11 +350,15 @@ async def serve(
                             dsn,
                             min_size=settings.db_pool_min_size,
                             max_size=settings.db_pool_max_size,
+                            checkout_timeout=settings.db_pool_timeout_seconds,
                             statement_timeout_ms=settings.statement_timeout_ms,
                             callback_max_attempts=settings.callback_max_attempts,
                             application_name=shutdown.application_name,
                         )
                         await _open(db)
+                        if serves_api(args):
+                            api_db = api_database(settings, dsn, shutdown.application_name)
+                            await _open(api_db)
                         await _run(
                             settings,
                             args,
@@ -288,11 +370,15 @@ async def serve(
                             worker_factory,
                             closers,
                             embedded=embedded is not None,
+                            api_db=api_db,
+                            api_socket=api_socket,
                         )
                 guard.cancel_scope.cancel()  # stopped: the signal watcher is done too
         except Exception as exc:  # an ExceptionGroup from the nursery, or a plain error
             code = _exit_code(exc)
         finally:
+            if api_socket is not None:
+                api_socket.close()  # Hypercorn served a duplicate; this one is ours
             with trio.CancelScope(shield=True):
                 for closer in reversed(closers):
                     try:
@@ -301,9 +387,11 @@ async def serve(
                         log.warning(
                             "releasing a provider failed", extra={"error": describe_error(exc)}
                         )
-                if db is not None:
+                for pool in (api_db, db):
+                    if pool is None:
+                        continue
                     try:
-                        await db.close()
+                        await pool.close()
                     except Exception as exc:  # still stop the embedded server below
                         log.warning("closing the pool failed", extra={"error": describe_error(exc)})
                 if embedded is not None:
@@ -449,7 +537,7 @@ async def _blocking(fn: Callable[..., Any], *args: Any) -> Any:
 async def _open(db: Database) -> None:
     try:
         await db.open()
-    except Exception as exc:  # psycopg_pool.PoolTimeout and friends
+    except Exception as exc:  # qtg.db.PoolTimeout and friends
         raise StartupError(
             f"cannot open the database pool within {db.connect_timeout:g} s: {describe_error(exc)}"
         ) from exc
@@ -467,6 +555,8 @@ async def _run(
     closers: list[Callable[[], Awaitable[None]]],
     *,
     embedded: bool,
+    api_db: Database | None = None,
+    api_socket: socket.socket | None = None,
 ) -> None:
     hub = ListenHub(settings.listen_database_url or dsn)
     with trio.move_on_after(HUB_START_TIMEOUT_SECONDS) as hub_start:
@@ -485,7 +575,11 @@ async def _run(
         hub=hub,
         providers=providers,
         ctx=ServiceContext(db=db, settings=settings, providers=providers),
-        instance_id=f"{socket.gethostname()}:{os.getpid()}",
+        process=heartbeat_rows.ProcessId.current(),
+        api_socket=api_socket,
+        api_ctx=ServiceContext(db=api_db, settings=settings, providers=providers)
+        if api_db is not None
+        else None,
     )
     if args.seed_demo:
         await _seed_demo(runtime)
@@ -498,7 +592,7 @@ async def _run(
         await heartbeat_rows.seed_heartbeats(
             db,
             settings.network_class,
-            runtime.instance_id,
+            runtime.process,
             [
                 heartbeat_rows.HeartbeatRow(
                     w.resolved.name, w.resolved.group, w.resolved.interval or 0.0
@@ -521,7 +615,7 @@ async def _run(
                 run_worker_groups,
                 core,
                 sidecars,
-                on_sidecar_crash=functools.partial(_record_crash, runtime),
+                on_crash=functools.partial(_record_crash, runtime),
             ),
             name="qtg.runtime_supervision",
         )
@@ -544,15 +638,20 @@ async def _record_crash(runtime: Runtime, worker: str, error: BaseException) -> 
     await heartbeat_rows.mark_crashed(
         runtime.db,
         runtime.settings.network_class,
-        runtime.instance_id,
+        runtime.process,
         worker,
         describe_error(error),
     )
 
 
-def _log_worker_set(workers: list[ResolvedWorker]) -> None:
+def _log_worker_set(workers: list[ResolvedWorker], env: Mapping[str, str] | None = None) -> None:
+    """One line per worker, and one info line for workers that are on by default
+    but cannot run here (a warning only when the operator turned one on)."""
+    env = os.environ if env is None else env
+    defaulted = [w for w in workers if skipped_by_default(w, env)]
     for worker in workers:
-        level = logging.WARNING if skipped_with_warning(worker) else logging.INFO
+        loud = skipped_with_warning(worker) and worker not in defaulted
+        level = logging.WARNING if loud else logging.INFO
         log.log(
             level,
             f"worker {worker.describe()}",
@@ -563,14 +662,28 @@ def _log_worker_set(workers: list[ResolvedWorker]) -> None:
                 "reason": worker.reason,
             },
         )
+    if defaulted:
+        needs = sorted({w.reason.split(", but ", 1)[1] for w in defaulted})
+        variables = ", ".join(f"{enabling_variable(w)}=false" for w in defaulted)
+        log.info(
+            f"{len(defaulted)} worker(s) on by default are skipped: "
+            f"{', '.join(w.name for w in defaulted)} ({'; '.join(needs)}). "
+            f"To run them, configure a provider that offers what they need (MG_PROVIDERS); "
+            f"to silence this line, set {variables}",
+            extra={"skipped": [w.name for w in defaulted]},
+        )
     log.info("worker set", extra={"running": [w.name for w in running(workers)]})
 
 
 async def _seed_demo(runtime: Runtime) -> None:
-    from qtg.runtime.demo import seed_demo_templates
+    from qtg.runtime.demo import DEMO_TEMPLATES, seed_demo_templates
 
     keys = await seed_demo_templates(runtime.db)
-    log.info("demo templates registered", extra={"templates": keys})
+    if keys:
+        log.info("demo templates registered", extra={"templates": keys})
+    else:  # a restart on kept data: say so, rather than log an empty list
+        existing = [t["template_key"] for t in DEMO_TEMPLATES]
+        log.info("demo templates already registered", extra={"templates": existing})
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -142,16 +142,26 @@ WORKERS: tuple[WorkerSpec, ...] = (
     WorkerSpec("ccip_stranded_reaper", "core", None, "ccip_stranded_reaper_interval_seconds",
                rule=flag("ccip_stranded_reaper_enabled"), requires=("evm_rpc",)),
     # ---- conditional sidecars
-    WorkerSpec("capital_transfer_followup", "sidecar", None,
+    WorkerSpec("capital_transfer_followup", "sidecar",
+               "qtg.services.capital_transfers.follow_up_pending_capital_transfers",
                "capital_transfer_followup_interval_seconds",
                rule=flag("capital_transfer_followup_enabled")),
-    WorkerSpec("notification_dispatcher", "sidecar", None, None,
-               rule=flag("notify_enabled")),
-    WorkerSpec("balance_history_rollup", "sidecar", None, None,
+    WorkerSpec("notification_dispatcher", "sidecar",
+               "qtg.services.notifications.dispatch_notifications",
+               "notify_interval_seconds", "qtg_notification",
+               rule=flag("notify_enabled"),
+               next_due="qtg.services.notifications.next_due"),
+    WorkerSpec("balance_history_rollup", "sidecar",
+               "qtg.services.balance_history_rollup.roll_up_balance_history",
+               "balance_history_rollup_interval_seconds",
                rule=flag("balance_history_enabled")),
-    WorkerSpec("cex_transfer_ingest", "sidecar", None, None,
-               rule=non_empty_csv("cex_transfer_ingest_venues_csv")),
-    WorkerSpec("balance_snapshot", "sidecar", None, "balance_snapshot_interval_seconds",
+    WorkerSpec("cex_transfer_ingest", "sidecar",
+               "qtg.services.cex_transfer_ingest.ingest_cex_transfers",
+               "cex_transfer_ingest_interval_seconds",
+               rule=non_empty_csv("cex_transfer_ingest_venues_csv"), drain=False),
+    WorkerSpec("balance_snapshot", "sidecar",
+               "qtg.services.balance_snapshot.take_balance_snapshots",
+               "balance_snapshot_interval_seconds",
                rule=flag("balance_snapshot_enabled")),
     WorkerSpec("ccip_drift", "sidecar", None, "ccip_drift_poll_interval_seconds",
                rule=flag("ccip_enabled"), requires=("ccip_sidecar",)),
@@ -233,6 +243,23 @@ def running(resolved: Iterable[ResolvedWorker]) -> list[ResolvedWorker]:
 def skipped_with_warning(worker: ResolvedWorker) -> bool:
     """A worker whose own rule said yes but which cannot run: worth a warning."""
     return not worker.enabled and ", but " in worker.reason
+
+
+def enabling_variable(worker: ResolvedWorker) -> str | None:
+    """`MG_EVM_NONCE_REAPER_ENABLED` from "MG_EVM_NONCE_REAPER_ENABLED=true, but …"."""
+    name = worker.reason.split(", but ", 1)[0].partition("=")[0]
+    return name if name.startswith("MG_") else None
+
+
+def skipped_by_default(worker: ResolvedWorker, env: Mapping[str, str]) -> bool:
+    """A skip the operator did not ask for: the worker is on only by default.
+
+    Nobody set its variable, so a warning would tell a user on a default
+    start about something they never chose; the launcher says it once, at
+    info, with what to configure. Set explicitly, the same skip is a warning.
+    """
+    variable = enabling_variable(worker)
+    return skipped_with_warning(worker) and variable is not None and variable not in env
 
 
 # ---------------------------------------------------------------- validation

@@ -3,11 +3,12 @@
 - core group: an abnormal exit of a core worker — an exception that escaped
   its loop, or a return, since a worker's loop never returns — cancels every
   worker, and `run_worker_groups` raises `CoreWorkerFailed` naming the worker
-  and the error. The launcher turns that into one log line and a non-zero
+  and the error, after reporting it through `on_crash` (its heartbeat ends
+  `crashed`). The launcher turns that into one log line and a non-zero
   exit. The two conditional reapers join this group when enabled, so their
   failure is fatal, not silently swallowed.
 - sidecar group: each sidecar is wrapped; a crash is logged, reported through
-  `on_sidecar_crash` (the launcher marks its heartbeat `crashed`), and every
+  `on_crash` (the launcher marks its heartbeat `crashed`), and every
   other worker, core or sidecar, runs on.
 - shutdown: cancelling the caller's scope cancels every worker; each loop's
   in-flight transaction rolls back as the cancellation unwinds through
@@ -53,15 +54,21 @@ async def run_worker_groups(
     core_workers: Mapping[str, WorkerFn],
     sidecar_workers: Mapping[str, WorkerFn],
     *,
-    on_sidecar_crash: CrashHandler | None = None,
+    on_crash: CrashHandler | None = None,
 ) -> None:
-    """Run both groups until cancelled; raise CoreWorkerFailed if a core worker fails."""
+    """Run both groups until cancelled; raise CoreWorkerFailed if a core worker fails.
+
+    `on_crash` records any worker's abnormal exit (the launcher marks its
+    heartbeat `crashed`): a sidecar's, after which the others go on, and a core
+    worker's, before the runtime stops — so the row says `crashed`, not the
+    `stopped` its loop wrote while being cancelled.
+    """
     try:
         async with trio.open_nursery() as nursery:
             for name, fn in sidecar_workers.items():
-                nursery.start_soon(_sidecar, name, fn, on_sidecar_crash, name=f"sidecar:{name}")
+                nursery.start_soon(_sidecar, name, fn, on_crash, name=f"sidecar:{name}")
             for name, fn in core_workers.items():
-                nursery.start_soon(_core, name, fn, name=f"core:{name}")
+                nursery.start_soon(_core, name, fn, on_crash, name=f"core:{name}")
     except BaseExceptionGroup as group:
         first = _first_core_failure(group)
         if first is None:
@@ -69,12 +76,16 @@ async def run_worker_groups(
         raise first from None
 
 
-async def _core(name: str, fn: WorkerFn) -> None:
+async def _core(name: str, fn: WorkerFn, on_crash: CrashHandler | None) -> None:
     try:
         await fn()
     except Exception as exc:
-        raise CoreWorkerFailed(name, _leaf(exc)) from exc
-    raise CoreWorkerFailed(name, WorkerExited(f"worker {name} returned"))
+        error = _leaf(exc)
+        await _report(name, error, on_crash)
+        raise CoreWorkerFailed(name, error) from exc
+    error = WorkerExited(f"worker {name} returned")
+    await _report(name, error, on_crash)
+    raise CoreWorkerFailed(name, error)
 
 
 async def _sidecar(name: str, fn: WorkerFn, on_crash: CrashHandler | None) -> None:
@@ -88,15 +99,21 @@ async def _sidecar(name: str, fn: WorkerFn, on_crash: CrashHandler | None) -> No
         extra={"worker": name, "group": "sidecar", "error": describe_error(error)},
         exc_info=error if not isinstance(error, WorkerExited) else None,
     )
-    if on_crash is not None:
-        with trio.move_on_after(CRASH_REPORT_SECONDS):
-            try:
-                await on_crash(name, error)
-            except Exception as exc:
-                log.warning(
-                    "could not record the sidecar crash",
-                    extra={"worker": name, "error": describe_error(exc)},
-                )
+    await _report(name, error, on_crash)
+
+
+async def _report(name: str, error: BaseException, on_crash: CrashHandler | None) -> None:
+    """Record a crash, bounded; a failure to record is logged, never raised."""
+    if on_crash is None:
+        return
+    with trio.move_on_after(CRASH_REPORT_SECONDS):
+        try:
+            await on_crash(name, error)
+        except Exception as exc:
+            log.warning(
+                "could not record the worker crash",
+                extra={"worker": name, "error": describe_error(exc)},
+            )
 
 
 def _leaf(exc: BaseException) -> BaseException:

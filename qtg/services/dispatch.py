@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from qtg.db import Batch, Jsonb, Tx, sql_family
+from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.context import ExecutionContext
 from qtg.domain.execution import (
     build_execution_context,
@@ -92,7 +92,7 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
 async def dispatch_one_node(ctx: ServiceContext) -> int:
     """Claim at most one READY node and drive it as far as submit. Returns 0 or 1."""
     async with ctx.db.transaction() as tx:
-        claimed = await tx.batch(_claim_and_read)
+        claimed = await _claim_and_read(tx)
         if claimed is None:
             return 0
         submission = await _prepare(ctx, tx, *claimed)
@@ -102,32 +102,30 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
     return 1
 
 
-def _claim_walk(b: Batch) -> dict[str, Any] | None:
-    """The reference's per-candidate claim (thread side): walk unlocked FIFO
-    candidates; a miss rolls back only that attempt's savepoint, releasing any
-    partial lock, and the walk goes on past the ids already tried."""
+async def claim_ready_node(tx: Tx) -> dict[str, Any] | None:
+    """The reference's per-candidate claim: walk unlocked FIFO candidates; a
+    miss rolls back only that attempt's savepoint, releasing any partial lock,
+    and the walk goes on past the ids already tried. Returns the claimed node
+    (node and request locked) with its id and request id, or None."""
     tried: list[Any] = []
     while True:
-        candidates = b.fetch(SQL.list_candidates, {"tried": tried, "limit": CANDIDATE_PAGE})
+        candidates = await tx.fetch(
+            SQL.list_candidates, {"tried": tried, "limit": CANDIDATE_PAGE}
+        )
         if not candidates:
             return None
         for candidate in candidates:
-            row = b.claim(SQL.claim_candidate, {"candidate_id": candidate["id"]})
+            row = await tx.claim(SQL.claim_candidate, {"candidate_id": candidate["id"]})
             if row is not None:
                 return row
             tried.append(candidate["id"])
 
 
-def _claim_and_read(b: Batch) -> tuple[Any, progress.Snapshot] | None:
-    row = _claim_walk(b)
+async def _claim_and_read(tx: Tx) -> tuple[Any, progress.Snapshot] | None:
+    row = await claim_ready_node(tx)
     if row is None:
         return None
-    return row["id"], progress.read_snapshot(b, row["request_id"], plan_edges=True)
-
-
-async def claim_ready_node(tx: Tx) -> dict[str, Any] | None:
-    """Claim one READY node (node and request locked); its id and request id."""
-    return await tx.batch(_claim_walk)
+    return row["id"], await progress.load_snapshot(tx, row["request_id"], plan_edges=True)
 
 
 async def _prepare(

@@ -1,8 +1,10 @@
 """worker_heartbeats writes: seed at start-up, beats, crash marks (reference "Worker heartbeats").
 
 Each process seeds one row per worker it is about to run, for its network
-class (`MG_NETWORK_CLASS`), so an operator sees in the database which workers
-are expected to be running and which of them stopped beating. The rate of
+class (`MG_NETWORK_CLASS`), keyed by its own identity (host, pid, instance id:
+`ProcessId`), so an operator sees in the database which processes are
+expected to run which workers and which of them stopped beating; one process
+never writes another's row (qtg/domain/workers.py folds them per worker). The rate of
 beats is bounded by `qtg.runtime.heartbeats.Heartbeat`; this module only
 writes. Every write is its own short transaction, never part of a worker's
 pass, so a heartbeat can neither hold a pass's locks nor roll back with it.
@@ -10,6 +12,9 @@ pass, so a heartbeat can neither hold a pass's locks nor roll back with it.
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +23,25 @@ from qtg.db import Database, sql_family
 from qtg.runtime.heartbeats import Beat
 
 SQL = sql_family("heartbeats", "seed", "beat", "mark_crashed", "list")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessId:
+    """Who writes a heartbeat row: this process, on this host, in this start."""
+
+    host: str
+    pid: int
+    #: Unique per process start, so a reused pid (a container restart) is a
+    #: new row rather than the continuation of a dead process's row.
+    instance_id: str
+
+    @classmethod
+    def current(cls) -> ProcessId:
+        host, pid = socket.gethostname(), os.getpid()
+        return cls(host, pid, f"{host}:{pid}:{secrets.token_hex(4)}")
+
+    def params(self) -> dict[str, Any]:
+        return {"instance_id": self.instance_id, "host": self.host, "pid": self.pid}
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +54,7 @@ class HeartbeatRow:
 
 
 async def seed_heartbeats(
-    db: Database, network_class: str, instance_id: str, workers: Sequence[HeartbeatRow]
+    db: Database, network_class: str, process: ProcessId, workers: Sequence[HeartbeatRow]
 ) -> None:
     """Create or re-arm (status `starting`) the rows of the workers this process runs."""
     if not workers:
@@ -39,7 +63,7 @@ async def seed_heartbeats(
         SQL.seed,
         {
             "network_class": network_class,
-            "instance_id": instance_id,
+            **process.params(),
             "names": [w.name for w in workers],
             "groups": [w.group for w in workers],
             "intervals": [float(w.interval_seconds) for w in workers],
@@ -48,7 +72,7 @@ async def seed_heartbeats(
 
 
 async def write_beat(
-    db: Database, network_class: str, instance_id: str, worker: HeartbeatRow, beat: Beat
+    db: Database, network_class: str, process: ProcessId, worker: HeartbeatRow, beat: Beat
 ) -> None:
     await db.execute(
         SQL.beat,
@@ -57,7 +81,7 @@ async def write_beat(
             "worker_name": worker.name,
             "worker_group": worker.group,
             "interval_seconds": float(worker.interval_seconds),
-            "instance_id": instance_id,
+            **process.params(),
             "status": beat.status,
             "last_success_at": beat.last_success_at,
             "iterations": beat.iterations,
@@ -69,13 +93,13 @@ async def write_beat(
 
 
 async def mark_crashed(
-    db: Database, network_class: str, instance_id: str, worker_name: str, error: str
+    db: Database, network_class: str, process: ProcessId, worker_name: str, error: str
 ) -> None:
     await db.execute(
         SQL.mark_crashed,
         {
             "network_class": network_class,
-            "instance_id": instance_id,
+            **process.params(),
             "worker_name": worker_name,
             "last_error": error,
         },

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from qtg.db import Batch, Jsonb, Query, Tx, sql_family
+from qtg.db import Jsonb, Query, Tx, sql_family
 from qtg.domain.derive import NodeView, derive_request_state
 from qtg.domain.execution import frontier_keys, releasable_successors
 from qtg.domain.states import NodeState, RequestState, request_transition_allowed
@@ -54,28 +54,26 @@ class Snapshot:
         raise KeyError(f"request {self.request['id']} has no node {node_id}")
 
 
-def read_snapshot(b: Batch, request_id: object, *, plan_edges: bool = False) -> Snapshot:
+async def load_snapshot(tx: Tx, request_id: object, *, plan_edges: bool = False) -> Snapshot:
     """The request and its nodes (and, for drift checks, the plan's edges as
-    stored now); thread side, to run in one hop after a claim (`Tx.batch`)."""
-    request = b.fetchrow(SQL.load_request, {"request_id": request_id})
+    stored now), read after the caller's claim locked them."""
+    request = await tx.fetchrow(SQL.load_request, {"request_id": request_id})
     if request is None:
         raise LookupError(f"movement request {request_id} not found")
-    nodes = b.fetch(SQL.load_nodes, {"request_id": request_id})
-    edges = b.fetch(SQL.load_plan_edges, {"request_id": request_id}) if plan_edges else []
+    nodes = await tx.fetch(SQL.load_nodes, {"request_id": request_id})
+    edges = await tx.fetch(SQL.load_plan_edges, {"request_id": request_id}) if plan_edges else []
     return Snapshot(request, nodes, edges)
 
 
-async def load_snapshot(tx: Tx, request_id: object, *, plan_edges: bool = False) -> Snapshot:
-    return await tx.batch(lambda b: read_snapshot(b, request_id, plan_edges=plan_edges))
-
-
-def claim_and_read(b: Batch, claim: Query, params: dict[str, Any]) -> tuple[Any, Snapshot] | None:
-    """Claim one node (miss-only savepoint) and read its request, in one hop.
+async def claim_and_read(
+    tx: Tx, claim: Query, params: dict[str, Any]
+) -> tuple[Any, Snapshot] | None:
+    """Claim one node (miss-only savepoint) and read its request.
     Returns the claimed node's id and the snapshot, or None on a miss."""
-    row = b.claim(claim, params)
+    row = await tx.claim(claim, params)
     if row is None:
         return None
-    return row["id"], read_snapshot(b, row["request_id"])
+    return row["id"], await load_snapshot(tx, row["request_id"])
 
 
 async def set_request_state(tx: Tx, snap: Snapshot, state: RequestState) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from qtg.db import Database, sql_family
+from qtg.domain.workers import fold_workers
 
 SQL = sql_family(
     "readmodels",
@@ -29,9 +30,11 @@ STALE_GRACE_SECONDS = 10.0
 
 
 async def list_workers(db: Database, *, network_class: str) -> list[dict[str, Any]]:
-    return await db.fetch(
+    """One entry per worker, folded from its processes' rows (qtg/domain/workers.py)."""
+    rows = await db.fetch(
         SQL.list_workers, {"network_class": network_class, "grace_seconds": STALE_GRACE_SECONDS}
     )
+    return fold_workers(rows)
 
 
 async def template_versions(db: Database, template_key: str) -> list[dict[str, Any]] | None:
@@ -69,6 +72,11 @@ async def audit_events_page(
 
 
 # ------------------------------------------------------------ the event stream
+
+
+async def last_event_id(db: Database) -> int:
+    """The highest event id handed out so far (0 before the first event)."""
+    return int(await db.fetchval(SQL.last_event_id))
 
 
 async def probe_event_horizon(db: Database) -> tuple[int, frozenset[str]]:

@@ -27,7 +27,9 @@ from qtg.db import Database, sql_family
 from qtg.services.auditing import record_audit
 from qtg.services.errors import Conflict, InvalidInput, NotFound
 
-SQL = sql_family("tokens", "insert_token", "revoke_by_name", "list_tokens", "authenticate")
+SQL = sql_family(
+    "tokens", "insert_token", "revoke_by_name", "list_tokens", "authenticate", "touch"
+)
 
 TOKEN_PREFIX = "qtg_"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.@-]{0,63}$"
@@ -135,4 +137,6 @@ async def authenticate(db: Database, token: str) -> Principal | None:
     row = await db.fetchrow(SQL.authenticate, {"token_hash": hash_token(token)})
     if row is None:
         return None
+    if row["stale"]:  # at most once a minute per token; never waits on the row
+        await db.execute(SQL.touch, {"id": row["id"]})
     return Principal(name=row["name"], role=Role[row["role"]])

@@ -1,17 +1,17 @@
--- One heartbeat write: counters are increments since this process's last write,
--- so two processes running the same worker add up instead of overwriting.
+-- One heartbeat write of one process's worker: counters are increments since
+-- this process's last write, added to its own row (one row per process and
+-- worker; the per-worker view sums them).
 -- Upsert, so a row deleted by an operator comes back on the next beat.
 INSERT INTO worker_heartbeats AS h
-    (network_class, worker_name, worker_group, status, instance_id, interval_seconds,
-     started_at, last_beat_at, last_success_at, iterations, items, consecutive_errors,
-     last_error, updated_at)
+    (network_class, worker_name, instance_id, host, pid, worker_group, status,
+     interval_seconds, started_at, last_beat_at, last_success_at, iterations, items,
+     consecutive_errors, last_error, updated_at)
 VALUES
-    (%(network_class)s, %(worker_name)s, %(worker_group)s, %(status)s, %(instance_id)s,
-     %(interval_seconds)s, now(), now(), %(last_success_at)s, %(iterations)s, %(items)s,
-     %(consecutive_errors)s, %(last_error)s, now())
-ON CONFLICT (network_class, worker_name) DO UPDATE
+    (%(network_class)s, %(worker_name)s, %(instance_id)s, %(host)s, %(pid)s, %(worker_group)s,
+     %(status)s, %(interval_seconds)s, now(), now(), %(last_success_at)s, %(iterations)s,
+     %(items)s, %(consecutive_errors)s, %(last_error)s, now())
+ON CONFLICT (network_class, worker_name, instance_id) DO UPDATE
 SET status = EXCLUDED.status,
-    instance_id = EXCLUDED.instance_id,
     last_beat_at = now(),
     last_success_at = greatest(h.last_success_at, EXCLUDED.last_success_at),
     iterations = h.iterations + EXCLUDED.iterations,

@@ -1,17 +1,16 @@
--- Seed (or re-arm) one heartbeat row per resolved worker of this network class
--- at start-up. Counters are kept: they are cumulative across restarts and
--- across processes sharing the database.
+-- Seed one heartbeat row per resolved worker of this process at start-up.
+-- The instance id is new for every process start, so this inserts; the
+-- upsert only matters if a process seeds twice.
 INSERT INTO worker_heartbeats AS h
-    (network_class, worker_name, worker_group, status, instance_id, interval_seconds,
-     started_at, updated_at)
-SELECT %(network_class)s, w.name, w.grp, 'starting', %(instance_id)s, w.interval_seconds,
-       now(), now()
+    (network_class, worker_name, instance_id, host, pid, worker_group, status,
+     interval_seconds, started_at, updated_at)
+SELECT %(network_class)s, w.name, %(instance_id)s, %(host)s, %(pid)s, w.grp, 'starting',
+       w.interval_seconds, now(), now()
 FROM unnest(%(names)s::text[], %(groups)s::text[], %(intervals)s::double precision[])
      AS w(name, grp, interval_seconds)
-ON CONFLICT (network_class, worker_name) DO UPDATE
+ON CONFLICT (network_class, worker_name, instance_id) DO UPDATE
 SET worker_group = EXCLUDED.worker_group,
     status = 'starting',
-    instance_id = EXCLUDED.instance_id,
     interval_seconds = EXCLUDED.interval_seconds,
     started_at = EXCLUDED.started_at,
     consecutive_errors = 0,

@@ -30,10 +30,18 @@ MANUAL_GRAPH = {
 }
 ACTION_GRAPH = {
     "nodes": [
-        {"key": "withdraw", "kind": "action", "action_type": "cex_withdrawal",
-         "config": {"venue": "sandbox"}},
-        {"key": "receive", "kind": "observe", "action_type": "destination_chain_receive_observe",
-         "config": {"txid": "$ref:withdraw.txid"}},
+        {
+            "key": "withdraw",
+            "kind": "action",
+            "action_type": "cex_withdrawal",
+            "config": {"venue": "sandbox"},
+        },
+        {
+            "key": "receive",
+            "kind": "observe",
+            "action_type": "destination_chain_receive_observe",
+            "config": {"txid": "$ref:withdraw.txid"},
+        },
         {"key": "confirm", "kind": "manual", "action_type": "manual_confirm"},
     ],
     "edges": [["withdraw", "receive"], ["receive", "confirm"]],
@@ -68,9 +76,7 @@ def api_settings(dsn: str, **overrides: Any) -> Settings:
     )
 
 
-async def start_api(
-    nursery: Any, db: Database, hub: ListenHub, settings: Settings
-) -> ApiServer:
+async def start_api(nursery: Any, db: Database, hub: ListenHub, settings: Settings) -> ApiServer:
     ctx = ServiceContext(db, settings, build_registry(settings, db))
     return await nursery.start(serve_api, ctx, hub, settings)
 
@@ -88,8 +94,12 @@ async def api(
     settings = api_settings(dsn, **stream_overrides)
     server = await start_api(nursery, db, hub, settings)
     issued = {}
-    for name, role in (("admin", "admin"), ("alice", "operator"), ("bob", "operator"),
-                       ("vic", "viewer")):
+    for name, role in (
+        ("admin", "admin"),
+        ("alice", "operator"),
+        ("bob", "operator"),
+        ("vic", "viewer"),
+    ):
         issued[name] = (await tokens.create_token(db, name=name, role=role, actor="test"))["token"]
     clients = {
         name: httpx.AsyncClient(

@@ -100,7 +100,10 @@ async def slow_client(
     stream_ = trio.SocketStream(sock)
     query = urlencode({k: v for k, v in params.items() if v is not None})
     ws = await trio_websocket.wrap_client_stream(
-        nursery, stream_, "127.0.0.1", f"/v3/stream?{query}",
+        nursery,
+        stream_,
+        "127.0.0.1",
+        f"/v3/stream?{query}",
         extra_headers=[(b"authorization", f"Bearer {api.tokens['vic']}".encode())],
         receive_buffer_size=1024,
     )

@@ -28,8 +28,12 @@ BAD_AUTH: list[dict[str, str]] = [
 
 async def test_missing_or_bad_token_is_401(api: Api) -> None:
     for headers in BAD_AUTH:
-        for method, path in (("GET", "/v3/movements"), ("POST", "/v3/movements"),
-                             ("GET", "/v3/workers"), ("PUT", "/v3/signers/x/expected-identity")):
+        for method, path in (
+            ("GET", "/v3/movements"),
+            ("POST", "/v3/movements"),
+            ("GET", "/v3/workers"),
+            ("PUT", "/v3/signers/x/expected-identity"),
+        ):
             r = await api["anon"].request(method, path, headers=headers)
             assert r.status_code == 401, (headers, method, path, r.text)
             assert r.json()["error"]["code"] == "UNAUTHENTICATED"
@@ -65,9 +69,9 @@ async def test_revoked_token_stops_working_at_once(api: Api) -> None:
     assert r.status_code == 401
     # rotation: a new token for the same name works, the old one still does not
     new = await tokens.create_token(api.db, name="bob", role="operator", actor="test")
-    assert (await api["anon"].get(
-        "/v3/movements", headers={"Authorization": f"Bearer {new['token']}"}
-    )).status_code == 200
+    assert (
+        await api["anon"].get("/v3/movements", headers={"Authorization": f"Bearer {new['token']}"})
+    ).status_code == 200
     assert (await api["bob"].get("/v3/movements")).status_code == 401
 
 
@@ -96,9 +100,7 @@ async def test_last_used_is_stamped_at_most_once_a_minute(api: Api) -> None:
     assert (await api.db.fetchrow(LAST_USED, {"name": "vic"}))["last_used_at"] == first
 
 
-async def test_tokens_never_reach_the_logs(
-    api: Api, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_tokens_never_reach_the_logs(api: Api, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     await make_template(api)
     await make_movement(api)

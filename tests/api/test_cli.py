@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from qtg.cli.watch import format_event, stream_url
+from qtg.cli.watch import describe_close, format_event, stream_url
 from qtg.db import Query
 from qtg.services import tokens
 
@@ -34,8 +34,9 @@ async def _qtg(*args: str, **env: str) -> subprocess.CompletedProcess[bytes]:
 
 
 async def test_token_create_list_revoke(dsn: str, db: Any) -> None:
-    created = await _qtg("token", "create", "--name", "carol", "--role", "viewer",
-                         "--database-url", dsn)
+    created = await _qtg(
+        "token", "create", "--name", "carol", "--role", "viewer", "--database-url", dsn
+    )
     assert created.returncode == 0, created.stderr
     token = created.stdout.decode().strip()
     assert token.startswith("qtg_") and "\n" not in token
@@ -44,8 +45,9 @@ async def test_token_create_list_revoke(dsn: str, db: Any) -> None:
     assert [(r["name"], r["token_hash"]) for r in rows] == [("carol", tokens.hash_token(token))]
     assert (await tokens.authenticate(db, token)).name == "carol"
 
-    again = await _qtg("token", "create", "--name", "carol", "--role", "admin",
-                       "--database-url", dsn)
+    again = await _qtg(
+        "token", "create", "--name", "carol", "--role", "admin", "--database-url", dsn
+    )
     assert again.returncode == 2 and b"revoke it first" in again.stderr
 
     listed = await _qtg("token", "list", "--database-url", dsn)
@@ -66,10 +68,17 @@ async def test_watch_tails_a_movement_to_completion(api: Api) -> None:
     result: list[subprocess.CompletedProcess[bytes]] = []
 
     async def watch() -> None:
-        result.append(await _qtg(
-            "watch", "--url", api.url, "--request-id", rid, "--until-final",
-            QTG_TOKEN=api.tokens["vic"],
-        ))
+        result.append(
+            await _qtg(
+                "watch",
+                "--url",
+                api.url,
+                "--request-id",
+                rid,
+                "--until-final",
+                QTG_TOKEN=api.tokens["vic"],
+            )
+        )
 
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
@@ -96,15 +105,62 @@ async def test_watch_refuses_without_a_valid_token(api: Api) -> None:
 
 
 def test_format_event_and_url() -> None:
-    base = {"id": 7, "request_id": "r1", "occurred_at": "2024-06-01T10:00:00.123456Z",
-            "node_key": None, "from_state": None, "to_state": None, "data": {}}
-    assert format_event({**base, "event_type": "node_state_changed", "node_key": "burn",
-                         "from_state": "READY", "to_state": "SUBMITTING",
-                         "data": {"attempt_no": 1}}).endswith(
-        "node burn: READY -> SUBMITTING (attempt 1)")
-    assert format_event({**base, "event_type": "frontier_advanced",
-                         "data": {"frontier": ["a", "b"]}}).endswith("frontier: a, b")
+    base = {
+        "id": 7,
+        "request_id": "r1",
+        "occurred_at": "2024-06-01T10:00:00.123456Z",
+        "node_key": None,
+        "from_state": None,
+        "to_state": None,
+        "data": {},
+    }
+    assert format_event(
+        {
+            **base,
+            "event_type": "node_state_changed",
+            "node_key": "burn",
+            "from_state": "READY",
+            "to_state": "SUBMITTING",
+            "data": {"attempt_no": 1},
+        }
+    ).endswith("node burn: READY -> SUBMITTING (attempt 1)")
+    assert format_event(
+        {**base, "event_type": "frontier_advanced", "data": {"frontier": ["a", "b"]}}
+    ).endswith("frontier: a, b")
     assert format_event(base | {"event_type": "request_created", "to_state": "X"}).startswith(
-        "#7       10:00:00.123 r1")
+        "#7       10:00:00.123 r1"
+    )
     assert stream_url("https://h:1/base/", {"after": 3, "request_id": None}) == (
         "wss://h:1/base/v3/stream?after=3")
+
+
+def test_a_closed_stream_is_described_in_words() -> None:
+    lost = describe_close(1006, "")
+    assert lost == (
+        "stream the connection to the API was lost (no close frame: the API stopped or "
+        "the network dropped) [code 1006]"
+    )
+    assert "( " not in lost and " )" not in lost
+    assert describe_close(1001, "server shutting down; resume with after=7") == (
+        "stream the API is restarting [code 1001]: server shutting down; resume with after=7"
+    )
+    assert describe_close(4999, None) == "stream closed [code 4999]"
+
+
+async def test_seed_demo_says_the_templates_exist_instead_of_logging_an_empty_list(
+    db: Any, caplog: Any
+) -> None:
+    from types import SimpleNamespace
+
+    from qtg.runtime import launcher
+    from qtg.runtime.demo import DEMO_TEMPLATES
+
+    keys = [t["template_key"] for t in DEMO_TEMPLATES]
+    caplog.set_level("INFO", logger="qtg.runtime")
+    for _ in range(2):
+        await launcher._seed_demo(SimpleNamespace(db=db))  # type: ignore[arg-type]
+    seeded = [(r.getMessage(), r.templates) for r in caplog.records if hasattr(r, "templates")]
+    assert seeded == [
+        ("demo templates registered", keys),
+        ("demo templates already registered", keys),
+    ]

@@ -18,7 +18,8 @@ async def test_idempotent_create(api: Api) -> None:
     assert replay.status_code == 200
     assert replay.json() == first.json()
     other = await api["alice"].post(
-        "/v3/movements", json={**body, "input_params": {"x": "2"}},
+        "/v3/movements",
+        json={**body, "input_params": {"x": "2"}},
         headers={"Idempotency-Key": "i1"},
     )
     assert other.status_code == 409
@@ -55,10 +56,12 @@ async def test_four_eyes(api: Api) -> None:
     assert r.status_code == 200 and r.json()["approved_by"] == "admin"
 
     # proposals too
-    proposal = (await api["admin"].post(
-        "/v3/template-proposals",
-        json={"template_key": "t.p", "name": "p", "graph": MANUAL_GRAPH},
-    )).json()
+    proposal = (
+        await api["admin"].post(
+            "/v3/template-proposals",
+            json={"template_key": "t.p", "name": "p", "graph": MANUAL_GRAPH},
+        )
+    ).json()
     r = await api["admin"].post(f"/v3/template-proposals/{proposal['id']}/approve")
     assert r.status_code == 403 and r.json()["error"]["code"] == "FOUR_EYES"
 
@@ -87,9 +90,12 @@ async def test_illegal_transitions_are_409_with_current_state(api: Api) -> None:
     r = await api["bob"].post(f"/v3/movements/{uuid.uuid4()}/approve")
     assert r.status_code == 404
 
-    pid = (await api["alice"].post(
-        "/v3/template-proposals", json={"template_key": "t.q", "name": "q", "graph": MANUAL_GRAPH},
-    )).json()["id"]
+    pid = (
+        await api["alice"].post(
+            "/v3/template-proposals",
+            json={"template_key": "t.q", "name": "q", "graph": MANUAL_GRAPH},
+        )
+    ).json()["id"]
     assert (await api["admin"].post(f"/v3/template-proposals/{pid}/reject")).status_code == 200
     r = await api["admin"].post(f"/v3/template-proposals/{pid}/approve")
     assert r.status_code == 409 and r.json()["error"]["detail"]["current_state"] == "REJECTED"
@@ -132,12 +138,16 @@ async def test_audit_events_page(api: Api) -> None:
     await promote_pending(api.db)
     first = (await api["vic"].get("/v3/audit-events", params={"limit": 2})).json()
     assert len(first["items"]) == 2 and first["next_cursor"]
-    rest = (await api["vic"].get(
-        "/v3/audit-events", params={"limit": 2, "cursor": first["next_cursor"]}
-    )).json()
+    rest = (
+        await api["vic"].get(
+            "/v3/audit-events", params={"limit": 2, "cursor": first["next_cursor"]}
+        )
+    ).json()
     ids = [e["id"] for e in first["items"] + rest["items"]]
     assert ids == sorted(ids, reverse=True) and len(set(ids)) == len(ids) == 4
-    created = (await api["vic"].get(
-        "/v3/audit-events", params={"action": "movement.created", "actor": "alice"}
-    )).json()
+    created = (
+        await api["vic"].get(
+            "/v3/audit-events", params={"action": "movement.created", "actor": "alice"}
+        )
+    ).json()
     assert len(created["items"]) == 3

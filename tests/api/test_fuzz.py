@@ -17,13 +17,40 @@ from typing import Any
 from .conftest import Api, make_movement, make_template
 
 ODD_TEXT = [
-    "", " ", "\x00", "a\x00b", "\ud800", "💸", "x" * 5000, "../../etc/passwd", "%00",
-    "'; DROP TABLE movement_requests; --", "\u202e", "NaN", "-1", "1e309", "null", "{}",
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    "\ud800",
+    "💸",
+    "x" * 5000,
+    "../../etc/passwd",
+    "%00",
+    "'; DROP TABLE movement_requests; --",
+    "\u202e",
+    "NaN",
+    "-1",
+    "1e309",
+    "null",
+    "{}",
     "00000000-0000-0000-0000-000000000000",
 ]
 ODD_VALUES: list[Any] = [
-    None, True, 0, -1, 2**63, 2**64 + 1, 1.5, -0.0, [], {}, [None], {"": None},
-    {"\x00": 1}, "x" * 100_000, *ODD_TEXT,
+    None,
+    True,
+    0,
+    -1,
+    2**63,
+    2**64 + 1,
+    1.5,
+    -0.0,
+    [],
+    {},
+    [None],
+    {"": None},
+    {"\x00": 1},
+    "x" * 100_000,
+    *ODD_TEXT,
 ]
 
 
@@ -54,8 +81,9 @@ class Gen:
                 return f"00000000-0000-4000-8000-{self.rng.randrange(10**6):012d}"
             if schema.get("pattern", "").startswith("^[0-9]"):
                 return self.rng.choice(["1", "125.50", "0.000001", "99999"])
-            return self.rng.choice(["demo.x", "withdraw", "alice", "USDC", "0xabc", "t.fuzz",
-                                    *ODD_TEXT[:4]])
+            return self.rng.choice(
+                ["demo.x", "withdraw", "alice", "USDC", "0xabc", "t.fuzz", *ODD_TEXT[:4]]
+            )
         if kind == "integer":
             return self.rng.choice([0, 1, 50, 200, 201, -5, 10**12])
         if kind == "number":
@@ -63,8 +91,10 @@ class Gen:
         if kind == "boolean":
             return self.rng.choice([True, False])
         if kind == "array":
-            return [self.value(schema.get("items", {}), depth + 1, bad)
-                    for _ in range(self.rng.randrange(3))]
+            return [
+                self.value(schema.get("items", {}), depth + 1, bad)
+                for _ in range(self.rng.randrange(3))
+            ]
         if kind == "object" or "properties" in schema:
             out = {}
             for name, prop in schema.get("properties", {}).items():
@@ -117,8 +147,9 @@ async def test_no_input_makes_a_5xx(api: Api) -> None:
                         content = gen.rng.choice([b"{", b"[]", b"null", b"\xff", b"", b"1"])
                     else:
                         body = gen.value(schema)
-                        content = json.dumps(body, ensure_ascii=gen.rng.random() < 0.5,
-                                             allow_nan=True).encode("utf-8", "surrogatepass")
+                        content = json.dumps(
+                            body, ensure_ascii=gen.rng.random() < 0.5, allow_nan=True
+                        ).encode("utf-8", "surrogatepass")
                     headers["Content-Type"] = "application/json"
                 if query:
                     url += "?" + "&".join(
@@ -140,3 +171,35 @@ def _path_safe(value: str) -> str:
 
 def _header_safe(value: str) -> str:
     return "".join(ch for ch in value if 0x20 <= ord(ch) < 0x7F)[:300].strip() or "k"
+
+
+async def test_the_document_is_as_strict_as_validation(api: Api) -> None:
+    """callback_url and graph are described as tightly as they are checked (issue 17 item 11)."""
+    from qtg.domain.plan import NODE_KINDS
+
+    doc = (await api["anon"].get("/openapi.json")).json()
+    schemas = doc["components"]["schemas"]
+    [url, _null] = schemas["MovementCreate"]["properties"]["callback_url"]["anyOf"]
+    assert url["format"] == "uri" and url["pattern"].startswith("^[Hh][Tt][Tt][Pp][Ss]?://")
+    for model in ("TemplateCreate", "ProposalCreate"):
+        graph = schemas[model]["properties"]["graph"]
+        assert graph["additionalProperties"] is False and graph["required"] == ["nodes"]
+        node = graph["properties"]["nodes"]["items"]
+        assert node["additionalProperties"] is False
+        assert node["properties"]["kind"]["enum"] == list(NODE_KINDS)
+        assert node["required"] == ["key", "kind", "action_type"]
+        edge = graph["properties"]["edges"]["items"]
+        assert (edge["minItems"], edge["maxItems"]) == (2, 2)
+    # what the document says is refused, validation refuses too
+    r = await api["admin"].post("/v3/templates", json={
+        "template_key": "t.doc", "name": "x",
+        "graph": {"nodes": [{"key": "a", "kind": "teleport", "action_type": "x"}]},
+    })
+    assert r.status_code == 422 and r.json()["error"]["detail"]["field"].startswith("graph")
+    await make_template(api)
+    r = await api["alice"].post(
+        "/v3/movements", headers={"Idempotency-Key": "doc-1"},
+        json={"template_key": "t.manual", "callback_url": "ftp://example.test/x",
+              "intent": {"asset": "USDC", "amount": "1", "destination": "0xabc"}},
+    )
+    assert r.status_code == 422 and r.json()["error"]["detail"]["field"] == "callback_url"

@@ -30,19 +30,41 @@ BAD_BODIES: list[tuple[Any, str]] = [
     ({"template_key": "t.manual", "intent": {**INTENT, "amount": "-3"}}, "intent.amount"),
     ({"template_key": "t.manual", "intent": {**INTENT, "amount": "0"}}, "intent.amount"),
     ({"template_key": "t.manual", "intent": {**INTENT, "amount": "NaN"}}, "intent.amount"),
-    ({"template_key": "t.manual", "intent": {"asset": "USDC", "amount": "1"}},
-     "intent.destination"),
+    (
+        {"template_key": "t.manual", "intent": {"asset": "USDC", "amount": "1"}},
+        "intent.destination",
+    ),
     ({"template_key": "t.manual", "intent": {**INTENT, "asset": 7}}, "intent.asset"),
     ({"template_key": "t.manual", "intent": INTENT, "input_params": []}, "input_params"),
     ({"template_key": "t.manual", "intent": INTENT, "surprise": 1}, "surprise"),
     ({"template_key": "t.manual", "intent": INTENT, "callback_url": 5}, "callback_url"),
-    ({"template_key": "t.manual", "intent": {**INTENT, "destination": "a\u0000b"}},
-     "intent.destination"),
-    ({"template_key": "t.manual", "intent": INTENT, "input_params": {"k\u0000": 1}},
-     "input_params.k\u0000"),
+    (
+        {"template_key": "t.manual", "intent": {**INTENT, "destination": "a\u0000b"}},
+        "intent.destination",
+    ),
+    (
+        {"template_key": "t.manual", "intent": INTENT, "input_params": {"k\u0000": 1}},
+        "input_params.k\u0000",
+    ),
     ([1, 2], "body"),
     ("just a string", "body"),
 ]
+
+
+async def test_a_json_number_amount_is_told_amounts_are_decimal_strings(api: Api) -> None:
+    await make_template(api)
+    for amount in (125.5, 125, 1e30):
+        r = await _create(api, {"template_key": "t.manual", "intent": {**INTENT, "amount": amount}})
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["message"] == (
+            'intent.amount: amounts are decimal strings such as "125.50", not JSON numbers'
+        )
+
+
+async def test_workers_list_has_a_next_cursor_like_every_list(api: Api) -> None:
+    r = await api["vic"].get("/v3/workers")
+    assert r.status_code == 200
+    assert "next_cursor" in r.json() and r.json()["next_cursor"] is None
 
 
 async def test_bad_movement_bodies_name_the_field(api: Api) -> None:
@@ -66,7 +88,8 @@ async def test_malformed_json_and_headers(api: Api) -> None:
     r = await _create(api, {"template_key": "t.manual", "intent": INTENT}, key="has space")
     assert r.status_code == 400 and _field(r) == "Idempotency-Key"
     r = await api["alice"].post(
-        "/v3/movements", content=b"{" + b" " * (1024 * 1024 + 10) + b"}",
+        "/v3/movements",
+        content=b"{" + b" " * (1024 * 1024 + 10) + b"}",
         headers={"Idempotency-Key": "k"},
     )
     assert r.status_code == 413
@@ -114,8 +137,11 @@ async def test_other_bad_bodies(api: Api) -> None:
     assert r.status_code == 422 and _field(r).startswith("graph")
     r = await api["admin"].post(
         "/v3/templates",
-        json={"template_key": "t.x", "name": "x",
-              "graph": {"nodes": [{"key": "a", "kind": "teleport", "action_type": "x"}]}},
+        json={
+            "template_key": "t.x",
+            "name": "x",
+            "graph": {"nodes": [{"key": "a", "kind": "teleport", "action_type": "x"}]},
+        },
     )
     assert r.status_code == 422 and _field(r) == "graph.nodes[0].kind", r.json()
     r = await api["admin"].post("/v3/templates", json={"template_key": "t.x", "name": ""})
@@ -124,15 +150,19 @@ async def test_other_bad_bodies(api: Api) -> None:
     assert r.status_code == 422 and _field(r) == "reason"
     r = await api["bob"].post(f"/v3/movements/{rid}/approve", json={"note": "x"})
     assert r.status_code == 422 and _field(r) == "note"
-    r = await api["bob"].post(f"/v3/movements/{rid}/nodes/confirm/complete",
-                              json={"artifacts": "yes"})
+    r = await api["bob"].post(
+        f"/v3/movements/{rid}/nodes/confirm/complete", json={"artifacts": "yes"}
+    )
     assert r.status_code == 422 and _field(r) == "artifacts"
-    r = await api["admin"].put("/v3/signers/s1/expected-identity",
-                               json={"expected_signer_address": "0x123"})
+    r = await api["admin"].put(
+        "/v3/signers/s1/expected-identity", json={"expected_signer_address": "0x123"}
+    )
     assert r.status_code == 422 and _field(r) == "expected_signer_address"
-    r = await api["alice"].post("/v3/movements", json={
-        "template_key": "t.manual", "intent": INTENT, "callback_url": "ftp://example.com/x"},
-        headers={"Idempotency-Key": "cb"})
+    r = await api["alice"].post(
+        "/v3/movements",
+        json={"template_key": "t.manual", "intent": INTENT, "callback_url": "ftp://example.com/x"},
+        headers={"Idempotency-Key": "cb"},
+    )
     assert r.status_code == 422 and _field(r) == "callback_url"
 
 
@@ -143,6 +173,9 @@ async def test_unknown_routes_and_methods(api: Api) -> None:
     assert r.status_code == 405 and r.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
     r = await api["alice"].get(f"/v3/movements/{uuid.uuid4()}")
     assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"
-    r = await api["alice"].post("/v3/movements", json={"template_key": "t.none", "intent": INTENT},
-                                headers={"Idempotency-Key": "none"})
+    r = await api["alice"].post(
+        "/v3/movements",
+        json={"template_key": "t.none", "intent": INTENT},
+        headers={"Idempotency-Key": "none"},
+    )
     assert r.status_code == 404

@@ -4,14 +4,13 @@ requests, an approval by the second principal, and `qtg watch` until the movemen
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from runtime.rt_procs import RuntimeProcess, base_env
 
@@ -30,75 +29,71 @@ def _qtg(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.Com
     )
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = README.parent
+
+
+def readme_block(marker: str) -> str:
+    """The sh block right after `<!-- marker -->` in README.md, exactly as written."""
+    text = README.read_text()
+    after = text.split(f"<!-- {marker} -->", 1)[1]
+    return after.split("```sh\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_readme_run_command_is_the_one_the_session_needs() -> None:
+    assert readme_block("ci:run-command").rstrip().endswith("bin/qtg-runtime --seed-demo")
+    assert "bin/qtg-runtime --seed-demo" in README.read_text().split("<!-- session -->")[0]
+
+
 @pytest.mark.slow
+@pytest.mark.skipif(
+    not (shutil.which("curl") and shutil.which("jq")),
+    reason="the README session uses curl and jq, which this machine does not have",
+)
 def test_readme_session(dsn: str) -> None:
+    """The session pasted into one terminal, twice in a row on the same (kept) data."""
     port = _free_port()
     env = base_env(MG_DATABASE_URL=dsn, MG_API_PORT=str(port))
     runtime = RuntimeProcess.launcher(env, "--seed-demo")
-    tokens: dict[str, str] = {}
+    session = readme_block("session")
+    outputs: list[str] = []
     try:
-        runtime.wait_for(lambda r: r.get("msg") == "API listening", timeout=60)
-        runtime.wait_ready(timeout=30)
-        base = f"http://127.0.0.1:{port}"
-
-        for name in ("alice", "bob"):
-            made = _qtg(env, "token", "create", "--name", name, "--role", "operator")
-            assert made.returncode == 0, made.stderr
-            tokens[name] = made.stdout.strip()
-
-        # curl -s -X POST $API/v3/movements -H "Authorization: Bearer $ALICE" \
-        #   -H "Idempotency-Key: demo-1" -H 'Content-Type: application/json' -d '{...}'
-        created = httpx.post(
-            f"{base}/v3/movements",
-            headers={"Authorization": f"Bearer {tokens['alice']}",
-                     "Idempotency-Key": f"demo-{uuid.uuid4().hex[:8]}"},
-            json={"template_key": "demo.cex_to_chain",
-                  "intent": {"asset": "USDC", "amount": "250.00", "destination": "0xabc"}},
-            timeout=10,
-        )
-        assert created.status_code == 201, created.text
-        rid = created.json()["id"]
-        assert created.json()["request_state"] == "PENDING_APPROVAL"
-
-        self_approval = httpx.post(
-            f"{base}/v3/movements/{rid}/approve",
-            headers={"Authorization": f"Bearer {tokens['alice']}"}, timeout=10,
-        )
-        assert self_approval.status_code == 403
-        approved = httpx.post(
-            f"{base}/v3/movements/{rid}/approve",
-            headers={"Authorization": f"Bearer {tokens['bob']}"}, timeout=10,
-        )
-        assert approved.status_code == 200, approved.text
-
-        watched = _qtg(
-            {**env, "QTG_TOKEN": tokens["bob"]},
-            "watch", "--after", "0", "--request-id", rid, "--until-final",
-            timeout=90,
-        )
-        assert watched.returncode == 0, watched.stderr
-        lines = watched.stdout.splitlines()
-        assert "request: created (PENDING_APPROVAL)" in lines[0]
-        assert any("node withdraw: READY -> SUBMITTING" in line for line in lines), lines
-        assert lines[-1].endswith("-> COMPLETED"), lines
-
-        final = httpx.get(
-            f"{base}/v3/movements/{rid}",
-            headers={"Authorization": f"Bearer {tokens['alice']}"}, timeout=10,
-        ).json()
-        assert final["request_state"] == "COMPLETED"
-        assert {n["node_state"] for n in final["nodes"]} == {"COMPLETED"}
+        runtime.wait_ready(timeout=60)
+        for _ in range(2):
+            run = subprocess.run(
+                ["bash", "-c", "set -euo pipefail\n" + session],
+                env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+            )
+            assert run.returncode == 0, run.stdout + run.stderr
+            outputs.append(run.stdout)
     finally:
         if runtime.proc.poll() is None:
             runtime.send(signal.SIGTERM)
         code = runtime.wait_exit(timeout=20)
     assert code == 0, runtime.log()
-    assert not any(t in line for t in tokens.values() for line in runtime.lines)
+    ids = []
+    for out in outputs:
+        lines = out.splitlines()
+        assert lines[0].startswith("movement ") and lines[0] != "movement null", out
+        ids.append(lines[0].split()[1])
+        assert '"code":"FOUR_EYES"' in lines[1], out
+        assert lines[2].startswith('{"request_state":"APPROVED","approved_by":"bob-'), out
+        assert "request: created (PENDING_APPROVAL)" in lines[3], out
+        assert any("node withdraw: READY -> SUBMITTING" in line for line in lines), out
+        assert lines[-1].endswith("-> COMPLETED") and "request:" in lines[-1], out
+    assert ids[0] != ids[1], "the second run replayed the first run's movement"
+    assert not any("qtg_" in line for line in runtime.lines), "a token reached the log"
 
 
 def test_api_and_workers_flags_are_exclusive() -> None:
     bin_ = Path(__file__).resolve().parents[2] / "bin" / "qtg-runtime"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
-    r = subprocess.run([str(bin_), "--api-only", "--workers-only"], env=env,
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        [str(bin_), "--api-only", "--workers-only"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 2 and "not allowed with" in r.stderr

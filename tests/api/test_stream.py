@@ -28,6 +28,22 @@ def stream_overrides() -> dict[str, Any]:
     return {"stream_ping_interval_seconds": 0.3}
 
 
+async def test_an_after_beyond_the_last_event_is_refused(api: Api) -> None:
+    rid = await a_request(api)
+    [last] = (await write_events(api.db, rid, 1))[-1:]
+    for after in (2**63 - 1, last + 1000):
+        with pytest.raises(trio_websocket.ConnectionRejected) as rejected:
+            async with stream(api, after=str(after)):
+                pass
+        assert rejected.value.status_code == 422
+        error = json.loads(rejected.value.body)["error"]
+        assert error["detail"]["field"] == "after"
+        assert error["detail"]["last_event_id"] >= last
+        assert f"after: {after} is beyond the last event id" in error["message"]
+    async with stream(api, after=str(last)) as ws:  # the last id itself is a fine resume
+        assert (await next_event_after_ping(ws))["type"] == "ping"
+
+
 async def test_refusals_are_http_errors_before_the_upgrade(api: Api) -> None:
     cases = [
         ({"header": False}, 401),
@@ -78,9 +94,10 @@ async def test_live_only_without_after_and_filters(api: Api) -> None:
     before = await write_events(api.db, rid, 3)  # before connecting: not sent without `after`
     # "live" starts at the feed's position when the client connects
     await until(lambda: api.feed.position >= before[-1])
-    async with stream(api, request_id=str(rid)) as mine, stream(
-        api, types="request_state_changed"
-    ) as states:
+    async with (
+        stream(api, request_id=str(rid)) as mine,
+        stream(api, types="request_state_changed") as states,
+    ):
         await wait_subscribers(api, 2)
         await write_events(api.db, other, 2)
         wanted = await write_events(api.db, rid, 2)
@@ -90,7 +107,10 @@ async def test_live_only_without_after_and_filters(api: Api) -> None:
         event = await next_event(states)
         assert event["event_type"] == "request_state_changed"
         assert (event["request_id"], event["from_state"], event["to_state"]) == (
-            str(other), "PENDING_APPROVAL", "REJECTED")
+            str(other),
+            "PENDING_APPROVAL",
+            "REJECTED",
+        )
 
 
 async def wait_subscribers(api: Api, n: int) -> None:

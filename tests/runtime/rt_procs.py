@@ -150,11 +150,13 @@ def query(dsn: str, text: str, params: Any = None) -> list[tuple]:
 def private_dir(prefix: str) -> Iterator[Path]:
     """A temporary directory for an embedded PostgreSQL, outside pytest's tmp tree.
 
-    As root, the embedded server runs as the user `pgserver` and needs o+rx on
-    every parent folder; another pytest session starting at the same moment
-    resets /tmp/pytest-of-<user> to 0700, pulling the ground from under initdb.
+    As root, the embedded server runs as the user `pgserver`, which must be able
+    to enter every parent folder, and qtg never widens a folder's permissions
+    for it (it refuses instead). So the test makes its own folder 0711: enter,
+    not list. pytest's /tmp/pytest-of-<user> is 0700 and stays so.
     """
     path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o711)
     try:
         yield path
     finally:

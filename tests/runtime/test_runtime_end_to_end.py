@@ -161,7 +161,8 @@ def test_two_runtimes_share_the_work_and_never_submit_twice(dsn, procs) -> None:
         assert passes, "both runtimes dispatched"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+# SIGHUP: the terminal running the runtime was closed (issue 17 item 10).
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_embedded_first_run_flows_and_stops_postgres(data_root: Path, procs, sig) -> None:
     data = data_root / "qtg-data"
     proc = RuntimeProcess.launcher(base_env(MG_EMBEDDED_DATA_DIR=str(data), **POOL), "--seed-demo")

@@ -9,8 +9,10 @@ import trio
 from qtg.db import Database
 from qtg.runtime.heartbeats import Beat, Heartbeat
 from qtg.runtime.loop import run_loop
+from qtg.services import readmodels
 from qtg.services.heartbeats import (
     HeartbeatRow,
+    ProcessId,
     list_heartbeats,
     mark_crashed,
     seed_heartbeats,
@@ -120,49 +122,105 @@ ROWS = [
 ]
 
 
+P1 = ProcessId("host-a", 1, "host-a:1:aa")
+P2 = ProcessId("host-b", 2, "host-b:2:bb")
+P3 = ProcessId("host-a", 3, "host-a:3:cc")
+
+
+def _rows(rows: list[dict], worker: str) -> dict[str, dict]:
+    return {r["instance_id"]: r for r in rows if r["worker_name"] == worker}
+
+
 async def test_seed_beat_crash_rows(db: Database) -> None:
-    await seed_heartbeats(db, "mainnet", "host:1", ROWS)
-    await seed_heartbeats(db, "testnet", "host:1", ROWS[:1])
+    await seed_heartbeats(db, "mainnet", P1, ROWS)
+    await seed_heartbeats(db, "testnet", P1, ROWS[:1])
     rows = {r["worker_name"]: r for r in await list_heartbeats(db, "mainnet")}
     assert set(rows) == {"node_dispatcher", "callback_dispatcher"}
     assert rows["node_dispatcher"]["status"] == "starting"
     assert rows["node_dispatcher"]["worker_group"] == "core"
+    assert (rows["node_dispatcher"]["host"], rows["node_dispatcher"]["pid"]) == ("host-a", 1)
     assert rows["callback_dispatcher"]["interval_seconds"] == 3.0
     assert [r["worker_name"] for r in await list_heartbeats(db, "testnet")] == ["node_dispatcher"]
 
     from datetime import UTC, datetime
 
     ok_at = datetime.now(UTC)
-    await write_beat(db, "mainnet", "host:1", ROWS[0], Beat("node_dispatcher", "running", 3, 7,
-                                                           0, ok_at, None))
-    # a second process on the same database adds to the same row
-    await write_beat(db, "mainnet", "host:2", ROWS[0], Beat("node_dispatcher", "backoff", 2, 1,
-                                                           5, None, "OperationalError: gone"))
-    row = {r["worker_name"]: r for r in await list_heartbeats(db, "mainnet")}["node_dispatcher"]
-    assert (row["iterations"], row["items"]) == (5, 8)
-    assert row["status"] == "backoff" and row["consecutive_errors"] == 5
-    assert row["last_success_at"] == ok_at
-    assert row["last_error"] == "OperationalError: gone"
-    assert row["instance_id"] == "host:2"
-    assert row["last_beat_at"] is not None
+    await write_beat(db, "mainnet", P1, ROWS[0], Beat("node_dispatcher", "running", 3, 7,
+                                                     0, ok_at, None))
+    await write_beat(db, "mainnet", P1, ROWS[0], Beat("node_dispatcher", "running", 1, 1,
+                                                     0, None, None))
+    # a second process on the same database writes its own row, never the first's
+    await seed_heartbeats(db, "mainnet", P2, ROWS)
+    await write_beat(db, "mainnet", P2, ROWS[0], Beat("node_dispatcher", "backoff", 2, 1,
+                                                     5, None, "OperationalError: gone"))
+    mine = _rows(await list_heartbeats(db, "mainnet"), "node_dispatcher")
+    assert set(mine) == {P1.instance_id, P2.instance_id}
+    first, second = mine[P1.instance_id], mine[P2.instance_id]
+    assert (first["iterations"], first["items"], first["status"]) == (4, 8, "running")
+    assert first["last_success_at"] == ok_at and first["last_error"] is None
+    assert (second["iterations"], second["items"], second["status"]) == (2, 1, "backoff")
+    assert second["consecutive_errors"] == 5 and second["last_error"] == "OperationalError: gone"
+    assert second["last_beat_at"] is not None
 
-    # re-seeding (a restart) keeps the cumulative counters
-    await seed_heartbeats(db, "mainnet", "host:3", ROWS)
-    row = {r["worker_name"]: r for r in await list_heartbeats(db, "mainnet")}["node_dispatcher"]
-    assert row["iterations"] == 5 and row["status"] == "starting"
-
-    await mark_crashed(db, "mainnet", "host:3", "callback_dispatcher", "RuntimeError: boom")
-    row = {r["worker_name"]: r for r in await list_heartbeats(db, "mainnet")}[
-        "callback_dispatcher"
-    ]
-    assert (row["status"], row["last_error"]) == ("crashed", "RuntimeError: boom")
+    # a crash is recorded on the crashing process's row only
+    await mark_crashed(db, "mainnet", P2, "callback_dispatcher", "RuntimeError: boom")
+    crashed = _rows(await list_heartbeats(db, "mainnet"), "callback_dispatcher")
+    assert (crashed[P2.instance_id]["status"], crashed[P2.instance_id]["last_error"]) == (
+        "crashed", "RuntimeError: boom"
+    )
+    assert crashed[P1.instance_id]["status"] == "starting"
+    # ...and the next beat of a live process does not overwrite it
+    await write_beat(db, "mainnet", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0,
+                                                     None, None))
+    crashed = _rows(await list_heartbeats(db, "mainnet"), "callback_dispatcher")
+    assert crashed[P2.instance_id]["status"] == "crashed"
     # testnet untouched
     [other] = await list_heartbeats(db, "testnet")
     assert other["iterations"] == 0 and other["status"] == "starting"
 
 
+async def test_worker_view_shows_a_dead_instance_beside_a_live_one(db: Database) -> None:
+    await seed_heartbeats(db, "default", P1, ROWS)
+    await seed_heartbeats(db, "default", P2, ROWS)
+    for p in (P1, P2):
+        await write_beat(db, "default", p, ROWS[1], Beat("callback_dispatcher", "running", 2, 3,
+                                                        0, None, None))
+    await mark_crashed(db, "default", P2, "callback_dispatcher", "RuntimeError: boom")
+    await write_beat(db, "default", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0,
+                                                     None, None))
+    view = {w["worker_name"]: w for w in await readmodels.list_workers(db, network_class="default")}
+    worker = view["callback_dispatcher"]
+    assert worker["status"] == "crashed", "the live instance masked the dead one"
+    assert worker["instance_id"] == P2.instance_id and worker["last_error"] == "RuntimeError: boom"
+    assert (worker["live_instances"], worker["dead_instances"]) == (1, 1)
+    assert (worker["iterations"], worker["items"]) == (5, 6)  # both processes' work
+    assert {(i["host"], i["pid"], i["status"]) for i in worker["instances"]} == {
+        ("host-a", 1, "running"), ("host-b", 2, "crashed")
+    }
+    assert view["node_dispatcher"]["status"] == "starting"
+    assert view["node_dispatcher"]["live_instances"] == 2
+
+    # host-b starts the worker again: the restart supersedes its dead instance
+    await seed_heartbeats(db, "default", ProcessId("host-b", 9, "host-b:9:dd"), ROWS)
+    worker = {w["worker_name"]: w for w in await readmodels.list_workers(
+        db, network_class="default")}["callback_dispatcher"]
+    assert worker["status"] != "crashed" and worker["dead_instances"] == 0
+    assert [i["superseded"] for i in worker["instances"] if i["status"] == "crashed"] == [True]
+
+
+async def test_a_restart_on_another_host_does_not_supersede_a_crash(db: Database) -> None:
+    await seed_heartbeats(db, "default", P1, ROWS[:1])
+    await mark_crashed(db, "default", P1, "node_dispatcher", "RuntimeError: boom")
+    await seed_heartbeats(db, "default", P2, ROWS[:1])  # another host
+    [worker] = await readmodels.list_workers(db, network_class="default")
+    assert worker["status"] == "crashed" and worker["dead_instances"] == 1
+    await seed_heartbeats(db, "default", P3, ROWS[:1])  # host-a again, a later start
+    [worker] = await readmodels.list_workers(db, network_class="default")
+    assert worker["status"] == "starting" and worker["dead_instances"] == 0
+
+
 async def test_beat_recreates_a_deleted_row(db: Database) -> None:
-    await write_beat(db, "default", "h", ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0,
-                                                       None, None))
+    await write_beat(db, "default", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0,
+                                                     None, None))
     [row] = await list_heartbeats(db, "default")
     assert row["worker_group"] == "sidecar" and row["iterations"] == 1

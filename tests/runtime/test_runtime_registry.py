@@ -102,9 +102,11 @@ def test_workers_disabled_runs_nothing() -> None:
          "endpoints (not available)"),
         ({"verify_drift_enabled": True}, ("evm_rpc",), "verify_drift", True,
          "MG_VERIFY_DRIFT_ENABLED=true"),
-        ({"cex_transfer_ingest_venues_csv": "binance, okx"}, (), "cex_transfer_ingest", False,
-         "MG_CEX_TRANSFER_INGEST_VENUES_CSV=binance,okx, but this build has no "
-         "cex_transfer_ingest service yet"),
+        ({"cex_transfer_ingest_venues_csv": "binance, okx"}, (), "cex_transfer_ingest", True,
+         "MG_CEX_TRANSFER_INGEST_VENUES_CSV=binance,okx"),
+        ({"balance_snapshot_enabled": True}, (), "balance_snapshot", True,
+         "MG_BALANCE_SNAPSHOT_ENABLED=true"),
+        ({}, (), "balance_history_rollup", True, "MG_BALANCE_HISTORY_ENABLED=true"),
     ],
 )
 def test_conditional_rules(changes, capabilities, worker, enabled, reason) -> None:
@@ -176,3 +178,35 @@ def test_load_imports_at_start_up_and_names_a_typo() -> None:
         import_path("nodots", worker="d")
     # a disabled worker is not imported at all
     assert load(resolve_workers(Settings(workers_enabled=False), (), [typo_module])) == []
+
+
+def test_a_default_start_says_once_at_info_what_it_skipped(caplog) -> None:
+    """Workers on only by default that cannot run here: one info line, no warnings."""
+    import logging
+
+    from qtg.runtime import launcher
+
+    caplog.set_level(logging.INFO, logger="qtg.runtime")
+    workers = resolve_workers(Settings.from_env({}))
+    launcher._log_worker_set(workers, env={})
+    records = [r for r in caplog.records if r.name == "qtg.runtime"]
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
+    [summary] = [r for r in records if hasattr(r, "skipped")]
+    assert summary.levelno == logging.INFO
+    assert summary.skipped == ["evm_nonce_reaper", "ccip_stranded_reaper", "balance_history_rollup"]
+    assert "MG_PROVIDERS" in summary.getMessage()
+    assert "MG_EVM_NONCE_REAPER_ENABLED=false" in summary.getMessage()
+
+
+def test_a_worker_the_operator_turned_on_but_cannot_run_is_a_warning(caplog) -> None:
+    import logging
+
+    from qtg.runtime import launcher
+
+    env = {"MG_EVM_NONCE_REAPER_ENABLED": "true"}
+    caplog.set_level(logging.INFO, logger="qtg.runtime")
+    launcher._log_worker_set(resolve_workers(Settings.from_env(env)), env=env)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.worker for r in warnings] == ["evm_nonce_reaper"]
+    [summary] = [r for r in caplog.records if hasattr(r, "skipped")]
+    assert "evm_nonce_reaper" not in summary.skipped

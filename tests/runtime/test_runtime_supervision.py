@@ -74,7 +74,7 @@ async def test_sidecar_crash_is_reported_and_the_rest_runs_on(autojump_clock, ca
                 "expiration_checker": returns,
                 "audit_outbox_promoter": other_sidecar,
             },
-            on_sidecar_crash=on_crash,
+            on_crash=on_crash,
         )
     assert crashes == [
         ("executor_health", "RuntimeError('health exploded')", 2.0),
@@ -95,7 +95,7 @@ async def test_a_failing_crash_report_does_not_spread(autojump_clock) -> None:
     with trio.move_on_after(4):
         await run_worker_groups(
             {"node_dispatcher": core}, {"x": crash_after(1, RuntimeError())},
-            on_sidecar_crash=on_crash,
+            on_crash=on_crash,
         )
     assert core.ticks == 3
 

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from qtg.api.routing import Endpoint
 
-from . import drift, health, movements, operations, proposals, registry, templates
+from . import (
+    balances,
+    capital_transfers,
+    drift,
+    health,
+    movements,
+    notifications,
+    operations,
+    proposals,
+    registry,
+    templates,
+)
 
 
 def all_endpoints() -> list[Endpoint]:
@@ -13,7 +24,10 @@ def all_endpoints() -> list[Endpoint]:
         *templates.ENDPOINTS,
         *proposals.ENDPOINTS,
         *movements.ENDPOINTS,
+        *capital_transfers.ENDPOINTS,
+        *notifications.ENDPOINTS,
         *registry.ENDPOINTS,
         *operations.ENDPOINTS,
+        *balances.ENDPOINTS,
         *drift.ENDPOINTS,
     ]

@@ -15,6 +15,7 @@ async def list_workers(call: Call) -> Any:
     return {
         "network_class": network_class,
         "items": await readmodels.list_workers(call.ctx.db, network_class=network_class),
+        "next_cursor": None,
     }
 
 

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.providers.base import HealthState
+from qtg.providers.sandbox.balances import SandboxBalanceFetcher
 from qtg.providers.sandbox.behaviour import Behaviour, Fail, SandboxConfigError, parse_behaviour
+from qtg.providers.sandbox.cex import SandboxCexClient
 from qtg.providers.sandbox.executor import (
     EXECUTOR_KEY,
     SandboxCrash,
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
 
 
 def register(registry: ProviderRegistry, settings: Settings, db: Database) -> None:
-    """Entry point `qtg.providers:sandbox`: one signer, one executor for every lane."""
+    """Entry point `qtg.providers:sandbox`: one signer, one executor for every lane,
+    and the sandbox venue's balance fetcher and CEX client (the treasury view)."""
     if not settings.sandbox_signer_key:
         raise ConfigError("MG_SANDBOX_SIGNER_KEY: must not be empty")
     signer = SandboxSigner(settings.sandbox_signer_key)
@@ -59,6 +62,8 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
             health_state=HealthState(settings.sandbox_health),
         )
     )
+    registry.add_balance_fetcher(SandboxBalanceFetcher(remote))
+    registry.add_cex_client(SandboxCexClient(remote))
 
 
 __all__ = [
@@ -70,6 +75,8 @@ __all__ = [
     "SIGNER_KEY",
     "Behaviour",
     "Fail",
+    "SandboxBalanceFetcher",
+    "SandboxCexClient",
     "SandboxConfigError",
     "SandboxCrash",
     "SandboxExecutor",

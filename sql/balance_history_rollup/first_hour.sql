@@ -1,0 +1,1 @@
+SELECT min(bucket_start) AS first FROM balance_history WHERE bucket = 'hour'

@@ -1,0 +1,1 @@
+SELECT min(observed_at) AS first FROM balance_snapshots
