@@ -277,6 +277,32 @@ class Settings:
     api_keep_alive_timeout_seconds: float = interval("MG_API_KEEP_ALIVE_TIMEOUT_SECONDS", 5.0)
     # Largest request head (request line and headers) a client may send.
     api_max_header_bytes: int = count("MG_API_MAX_HEADER_BYTES", 16 * 1024)
+    # ---- EVM chain side (issue 11): the `evm` provider, evm_nonce_reaper
+    # `chain_id=url,…`: one JSON-RPC client per chain. Empty: no EVM capability,
+    # so evm_nonce_reaper is skipped with the reference's warning.
+    evm_rpc_urls: str = setting("MG_EVM_RPC_URLS", "")
+    # Every JSON-RPC call is bounded by this timeout; reads are retried, writes never.
+    evm_rpc_timeout_seconds: float = interval("MG_EVM_RPC_TIMEOUT_SECONDS", 10.0)
+    evm_rpc_concurrency: int = count("MG_EVM_RPC_CONCURRENCY", 8)
+    evm_rpc_read_retries: int = setting("MG_EVM_RPC_READ_RETRIES", 2, minimum=0)
+    # The local-key signer: a 0x-hex private key, or a file holding one. Never logged.
+    evm_signer_private_key: str | None = setting("MG_EVM_SIGNER_PRIVATE_KEY", None, secret=True)
+    evm_signer_key_file: str | None = setting("MG_EVM_SIGNER_KEY_FILE", None)
+    # Blocks on top of the receipt's block before observe() says COMPLETED.
+    evm_confirmations: int = setting("MG_EVM_CONFIRMATIONS", 1, minimum=0)
+    # Reservations older than this are looked at by evm_nonce_reaper; broadcast ones
+    # still unmined past the attention threshold raise a request_attention event.
+    evm_nonce_reservation_stale_seconds: float = interval(
+        "MG_EVM_NONCE_RESERVATION_STALE_SECONDS", 120.0
+    )
+    evm_nonce_attention_seconds: float = interval("MG_EVM_NONCE_ATTENTION_SECONDS", 1800.0)
+    # verify_drift: `chain_id:address[:erc20],…` contracts whose code hash (and, for
+    # erc20, decimals and symbol) are checked against the baseline of first sight.
+    verify_drift_contracts: str = setting("MG_VERIFY_DRIFT_CONTRACTS", "")
+    # One chain's checks end within this; a chain that does not answer is a finding.
+    verify_drift_lane_timeout_seconds: float = interval(
+        "MG_VERIFY_DRIFT_LANE_TIMEOUT_SECONDS", 30.0
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -301,6 +327,15 @@ class Settings:
         from qtg.domain.attention import validate_attention_settings
 
         validate_attention_settings(settings)
+        # ---- EVM chain side (issue 11): a bad MG_EVM_RPC_URLS stops start-up here.
+        from qtg.domain.evm import parse_drift_contracts, parse_rpc_urls
+
+        parse_rpc_urls(settings.evm_rpc_urls)
+        parse_drift_contracts(settings.verify_drift_contracts)
+        if settings.evm_signer_private_key and settings.evm_signer_key_file:
+            raise ConfigError(
+                "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"
+            )
         return settings
 
     def replace(self, **changes: Any) -> Settings:

@@ -69,6 +69,12 @@ class ProviderRegistry:
         # treasury view (issue 13): balance fetchers and CEX transfer clients
         self.balance_fetcher_registry = BalanceFetcherRegistry()
         self.cex_client_registry = CexClientRegistry()
+        # What this process can do beyond executing (reference "Always-on vs
+        # conditional"): a provider adds e.g. "evm_rpc"; launcher.py passes it to
+        # resolve_workers so the workers that need it are registered.
+        self.capabilities: set[str] = set()
+        # The evm provider's JSON-RPC clients by chain id, for evm_nonce_reaper.
+        self.evm_rpcs: dict[int, Any] = {}
 
     # ------------------------------------------------------------ lifecycle
 

@@ -136,7 +136,8 @@ WORKERS: tuple[WorkerSpec, ...] = (
     WorkerSpec("audit_outbox_promoter", "sidecar", "qtg.services.audit.promote_audit_outbox",
                "audit_outbox_promoter_interval_seconds", "qtg_audit"),
     # ---- conditional: the two reapers join the core fail-fast group when enabled
-    WorkerSpec("evm_nonce_reaper", "core", None, "evm_nonce_reaper_interval_seconds",
+    WorkerSpec("evm_nonce_reaper", "core", "qtg.services.evm_nonces.reap_stale_nonces",
+               "evm_nonce_reaper_interval_seconds",
                rule=flag("evm_nonce_reaper_enabled"), requires=("evm_rpc",)),
     WorkerSpec("ccip_stranded_reaper", "core", None, "ccip_stranded_reaper_interval_seconds",
                rule=flag("ccip_stranded_reaper_enabled"), requires=("evm_rpc",)),
@@ -164,8 +165,9 @@ WORKERS: tuple[WorkerSpec, ...] = (
                rule=flag("balance_snapshot_enabled")),
     WorkerSpec("ccip_drift", "sidecar", None, "ccip_drift_poll_interval_seconds",
                rule=flag("ccip_enabled"), requires=("ccip_sidecar",)),
-    WorkerSpec("verify_drift", "sidecar", None, "verify_drift_interval_seconds",
-               rule=flag("verify_drift_enabled")),
+    WorkerSpec("verify_drift", "sidecar", "qtg.services.drift.verify_drift",
+               "verify_drift_interval_seconds",
+               rule=flag("verify_drift_enabled"), requires=("evm_rpc",)),
 )
 # fmt: on
 

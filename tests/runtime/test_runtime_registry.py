@@ -96,9 +96,12 @@ def test_workers_disabled_runs_nothing() -> None:
         ({"ccip_enabled": True}, (), "ccip_drift", False,
          "MG_CCIP_ENABLED=true, but it needs a CCIP sidecar client (not available)"),
         ({}, (), "verify_drift", False, "MG_VERIFY_DRIFT_ENABLED=false"),
-        # flag on but no service in this build: skipped with the reason, never a crash
+        # verify_drift re-reads chains: it needs the evm provider's RPC clients (issue 11)
         ({"verify_drift_enabled": True}, (), "verify_drift", False,
-         "MG_VERIFY_DRIFT_ENABLED=true, but this build has no verify_drift service yet"),
+         "MG_VERIFY_DRIFT_ENABLED=true, but it needs an EVM RPC client and EVM "
+         "endpoints (not available)"),
+        ({"verify_drift_enabled": True}, ("evm_rpc",), "verify_drift", True,
+         "MG_VERIFY_DRIFT_ENABLED=true"),
         ({"cex_transfer_ingest_venues_csv": "binance, okx"}, (), "cex_transfer_ingest", True,
          "MG_CEX_TRANSFER_INGEST_VENUES_CSV=binance,okx"),
         ({"balance_snapshot_enabled": True}, (), "balance_snapshot", True,

@@ -7,6 +7,7 @@ from qtg.api.routing import Endpoint
 from . import (
     balances,
     capital_transfers,
+    drift,
     health,
     movements,
     notifications,
@@ -28,4 +29,5 @@ def all_endpoints() -> list[Endpoint]:
         *registry.ENDPOINTS,
         *operations.ENDPOINTS,
         *balances.ENDPOINTS,
+        *drift.ENDPOINTS,
     ]

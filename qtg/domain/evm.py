@@ -1,0 +1,110 @@
+"""Pure EVM rules (issue 11): RPC URL parsing, amounts, ERC-20 calldata, nonce decisions.
+
+Kept free of I/O so the rules that decide what happened to a nonce can be read
+and tested on their own; the provider and evm_nonce_reaper only feed them facts.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+
+from qtg.config import ConfigError
+
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+#: keccak("transfer(address,uint256)")[:4]
+ERC20_TRANSFER_SELECTOR = "a9059cbb"
+#: keccak("balanceOf(address)")[:4]
+ERC20_BALANCE_OF_SELECTOR = "70a08231"
+#: decimals() and symbol()
+ERC20_DECIMALS_DATA = "0x313ce567"
+ERC20_SYMBOL_DATA = "0x95d89b41"
+
+
+def parse_rpc_urls(raw: str) -> dict[int, str]:
+    """`MG_EVM_RPC_URLS` (`chain_id=url,…`) as {chain_id: url}; a bad item names the variable."""
+    out: dict[int, str] = {}
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        chain, sep, url = item.partition("=")
+        chain, url = chain.strip(), url.strip()
+        if not sep or not chain.isdigit() or int(chain) <= 0:
+            raise ConfigError(
+                f"MG_EVM_RPC_URLS: expected chain_id=url with a positive integer chain id, "
+                f"got {item!r}"
+            )
+        if not (url.startswith("http://") or url.startswith("https://")):
+            raise ConfigError(f"MG_EVM_RPC_URLS: chain {chain}: url must be http(s), got {url!r}")
+        if int(chain) in out:
+            raise ConfigError(f"MG_EVM_RPC_URLS: chain {chain} is listed twice")
+        out[int(chain)] = url
+    return out
+
+
+def parse_drift_contracts(raw: str) -> list[tuple[int, str, bool]]:
+    """`MG_VERIFY_DRIFT_CONTRACTS` (`chain_id:address[:erc20],…`) as (chain, address, erc20)."""
+    out: list[tuple[int, str, bool]] = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        parts = item.split(":")
+        if (
+            len(parts) not in (2, 3)
+            or not parts[0].isdigit()
+            or not is_address(parts[1])
+            or (len(parts) == 3 and parts[2] != "erc20")
+        ):
+            raise ConfigError(
+                f"MG_VERIFY_DRIFT_CONTRACTS: expected chain_id:address[:erc20], got {item!r}"
+            )
+        out.append((int(parts[0]), parts[1].lower(), len(parts) == 3))
+    return out
+
+
+def is_address(value: object) -> bool:
+    return isinstance(value, str) and bool(_ADDRESS.match(value))
+
+
+def to_base_units(amount: str, decimals: int) -> int:
+    """A decimal amount string in whole units ("1.5") to integer base units; exact or refused."""
+    try:
+        value = Decimal(amount)
+    except (InvalidOperation, TypeError):
+        raise ValueError(f"amount {amount!r} is not a decimal number") from None
+    scaled = value.scaleb(decimals)
+    if scaled != scaled.to_integral_value() or scaled <= 0:
+        raise ValueError(f"amount {amount!r} is not a positive multiple of 10^-{decimals}")
+    return int(scaled)
+
+
+def erc20_transfer_data(to: str, value: int) -> str:
+    """Calldata of ERC-20 `transfer(to, value)`."""
+    return "0x" + ERC20_TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0") + f"{value:064x}"
+
+
+def erc20_balance_of_data(owner: str) -> str:
+    return "0x" + ERC20_BALANCE_OF_SELECTOR + owner[2:].lower().rjust(64, "0")
+
+
+class NonceVerdict(StrEnum):
+    """What evm_nonce_reaper does with a stale reservation."""
+
+    CONSUMED = "consumed"  # the chain used the nonce
+    RELEASED = "released"  # never broadcast, not used: free for reuse
+    WAIT = "wait"  # broadcast, not mined yet: leave it (maybe page a person)
+
+
+def nonce_verdict(*, state: str, nonce: int, mined_nonce: int, tx_known: bool) -> NonceVerdict:
+    """Decide from the chain alone. `mined_nonce` is the account's `latest` transaction count
+    (every nonce below it is used); `tx_known` says the node's tx hash is on chain or in the
+    mempool. A nonce is released only if it was never broadcast AND the chain did not use it:
+    releasing a broadcast nonce would let a second transaction race the first."""
+    if nonce < mined_nonce:
+        return NonceVerdict.CONSUMED
+    if state == "reserved" and not tx_known:
+        return NonceVerdict.RELEASED
+    return NonceVerdict.WAIT

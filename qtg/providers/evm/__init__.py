@@ -1,0 +1,46 @@
+"""The `evm` provider (issue 11): JSON-RPC clients, the evm_transfer executor, a local-key signer.
+
+Registered through the `qtg.providers` entry point `evm`. With MG_EVM_RPC_URLS
+set, the registry gains the `evm_rpc` capability, so evm_nonce_reaper runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from qtg.config import ConfigError, Settings
+from qtg.db import Database
+from qtg.domain.evm import parse_rpc_urls
+from qtg.providers.evm.executor import EvmExecutor
+from qtg.providers.evm.rpc import EvmRpc
+from qtg.providers.evm.signer import EvmLocalSigner
+
+if TYPE_CHECKING:
+    from qtg.providers.registry import ProviderRegistry
+
+
+def register(registry: ProviderRegistry, settings: Settings, db: Database) -> None:
+    urls = parse_rpc_urls(settings.evm_rpc_urls)
+    if not urls:
+        raise ConfigError("MG_EVM_RPC_URLS: the evm provider needs at least one chain_id=url")
+    signer = EvmLocalSigner.from_settings(
+        settings.evm_signer_private_key, settings.evm_signer_key_file
+    )
+    if signer is None:
+        raise ConfigError("MG_EVM_SIGNER_PRIVATE_KEY or MG_EVM_SIGNER_KEY_FILE: one must be set")
+    rpcs = {
+        chain_id: EvmRpc(
+            chain_id,
+            url,
+            timeout=settings.evm_rpc_timeout_seconds,
+            concurrency=settings.evm_rpc_concurrency,
+            read_retries=settings.evm_rpc_read_retries,
+        )
+        for chain_id, url in urls.items()
+    }
+    for rpc in rpcs.values():
+        registry.add_closer(rpc.aclose)
+    registry.evm_rpcs.update(rpcs)
+    registry.capabilities.add("evm_rpc")
+    registry.add_signer(signer)
+    registry.add_executor(EvmExecutor(db, rpcs, signer, settings.evm_confirmations))

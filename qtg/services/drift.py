@@ -1,0 +1,120 @@
+"""verify_drift (reference §13): re-read the on-chain baselines and record drift.
+
+Per configured chain, in parallel and each within MG_VERIFY_DRIFT_LANE_TIMEOUT_SECONDS:
+the chain id, and for each contract of MG_VERIFY_DRIFT_CONTRACTS the keccak of
+its code (`eth_getCode`) and, for an ERC-20, `decimals()` and `symbol()`
+(`eth_call`); plus the signer address's existence (its nonce or balance).
+The first value seen is the baseline (trust on first use, `drift_baselines`);
+a later difference opens one `drift_findings` row with the evidence, a match
+clears it. A chain that does not answer is the finding `reachable`, not a crash.
+New findings are logged and handed to `notify_hook` — the seam for the
+notification worker to come.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+from eth_utils import keccak
+
+from qtg.db import Jsonb, sql_family
+from qtg.domain.evm import ERC20_DECIMALS_DATA, ERC20_SYMBOL_DATA, parse_drift_contracts
+from qtg.providers.evm.rpc import RpcError
+from qtg.services.context import ServiceContext
+
+SQL = sql_family("drift", "baseline", "open_finding", "clear_finding", "list_findings")
+
+log = logging.getLogger("qtg.services.drift")
+
+#: Called with each new finding (dict); None: log only. Set by the notification worker.
+notify_hook: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+
+
+async def verify_drift(ctx: ServiceContext) -> int:
+    """The verify_drift pass: returns how many findings were opened or cleared."""
+    rpcs = getattr(ctx.providers, "evm_rpcs", {})
+    contracts = parse_drift_contracts(ctx.settings.verify_drift_contracts)
+    observations: dict[int, list[tuple[str, str, str]]] = {}
+
+    async def lane(chain_id: int, rpc: Any) -> None:
+        seen: list[tuple[str, str, str]] = []
+        with trio.move_on_after(ctx.settings.verify_drift_lane_timeout_seconds) as scope:
+            try:
+                seen.append(("chain", "chain_id", str(await rpc.chain_id_on_chain())))
+                for chain, address, erc20 in contracts:
+                    if chain != chain_id:
+                        continue
+                    code = await rpc.call("eth_getCode", address, "latest")
+                    seen.append((address, "code_hash", "0x" + keccak(hexstr=code).hex()))
+                    if erc20:
+                        seen.append(
+                            (address, "decimals", await _read(rpc, address, ERC20_DECIMALS_DATA))
+                        )
+                        seen.append(
+                            (address, "symbol", await _read(rpc, address, ERC20_SYMBOL_DATA))
+                        )
+                for address in _signer_addresses(ctx):
+                    used = await rpc.nonce(address) > 0 or await rpc.balance(address) > 0
+                    seen.append((address.lower(), "signer_exists", "yes" if used else "no"))
+                seen.append(("chain", "reachable", "yes"))
+            except Exception as exc:  # an RPC failure of any kind: the chain did not answer
+                seen = [("chain", "reachable", f"no: {type(exc).__name__}")]
+        if scope.cancelled_caught:
+            seen = [("chain", "reachable", "no: lane timeout")]
+        observations[chain_id] = seen
+
+    async with trio.open_nursery() as nursery:
+        for chain_id, rpc in rpcs.items():
+            nursery.start_soon(lane, chain_id, rpc)
+
+    changed = 0
+    new: list[dict[str, Any]] = []
+    async with ctx.db.transaction() as tx:
+        for chain_id, seen in observations.items():
+            for subject, check_name, observed in seen:
+                reachable = check_name == "reachable"
+                args = {
+                    "chain_id": chain_id,
+                    "subject": subject,
+                    "check_name": check_name,
+                    # a chain is expected to answer; its first answer is not a baseline
+                    "observed": "yes" if reachable else observed,
+                }
+                expected = await tx.fetchval(SQL.baseline, args)
+                if observed == expected:
+                    if await tx.fetchrow(SQL.clear_finding, args) is not None:
+                        changed += 1
+                    continue
+                finding = {**args, "expected": expected, "observed": observed}
+                row = await tx.fetchrow(
+                    SQL.open_finding,
+                    {**finding, "evidence": Jsonb({"rpc_url": rpcs[chain_id].url})},
+                )
+                if row is not None:
+                    changed += 1
+                    new.append(finding)
+    for finding in new:
+        log.warning("drift found", extra={"finding": finding})
+        if notify_hook is not None:
+            await notify_hook(finding)
+    return changed
+
+
+async def list_findings(db: Any, *, open_only: bool, limit: int) -> list[dict[str, Any]]:
+    async with db.transaction() as tx:
+        rows = await tx.fetch(SQL.list_findings, {"open_only": open_only, "limit": limit})
+    return [dict(r) for r in rows]
+
+
+async def _read(rpc: Any, address: str, data: str) -> str:
+    try:
+        return await rpc.eth_call(address, data)
+    except RpcError as exc:  # a reverting call is an observation, not a crash
+        return f"error: {exc.message}"
+
+
+def _signer_addresses(ctx: ServiceContext) -> list[str]:
+    return [a for s in ctx.providers.signers() if (a := getattr(s, "address", None))]

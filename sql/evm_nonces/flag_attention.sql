@@ -1,0 +1,13 @@
+-- A broadcast nonce unmined past MG_EVM_NONCE_ATTENTION_SECONDS: flag it once and put a
+-- request_attention event on the movement that owns it, for a person to look at.
+WITH flagged AS (
+    UPDATE evm_nonce_reservations SET attention_raised = true
+    WHERE id = %(id)s
+    RETURNING request_node_id, chain_id, address, nonce, tx_hash
+)
+SELECT qtg_record_event(n.request_id, n.id, n.node_key, 'request_attention', NULL, NULL,
+           jsonb_build_object('reason', 'evm nonce broadcast but not mined',
+                              'chain_id', f.chain_id, 'address', f.address,
+                              'nonce', f.nonce, 'tx_hash', f.tx_hash))
+FROM flagged f
+JOIN movement_request_nodes n ON n.id::text = f.request_node_id

@@ -1,0 +1,226 @@
+"""The `evm` provider against a real anvil (issue 11): a native transfer through
+preflight → prepare → sign → submit → observe, nonce reservations raced by several
+connections, recover from the chain alone, and evm_nonce_reaper's verdicts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+from runtime.rt_procs import query
+
+from evm.anvil import ADDRESSES, CHAIN_ID, KEYS
+from qtg.config import ConfigError, Settings
+from qtg.db import Database
+from qtg.domain.context import ExecutionContext
+from qtg.providers.base import ObserveStatus, PreflightError, RecoverOutcome
+from qtg.providers.registry import build_registry
+from qtg.runtime.registry import resolve_workers
+from qtg.services import evm_nonces
+from qtg.services.context import ServiceContext
+from qtg.services.dispatch import build_sign_request
+
+
+def settings_for(anvil, dsn: str, **more) -> Settings:
+    return Settings.from_env(
+        {
+            "MG_DATABASE_URL": dsn,
+            "MG_PROVIDERS": "evm",
+            "MG_EVM_RPC_URLS": f"{CHAIN_ID}={anvil.url}",
+            "MG_EVM_SIGNER_PRIVATE_KEY": KEYS[0],
+            **more,
+        }
+    )
+
+
+def context(node_id: str, amount: str = "1.5", attempt: int = 1, refs=None) -> ExecutionContext:
+    return ExecutionContext(
+        request_id="r-" + node_id,
+        request_node_id=node_id,
+        compiled_plan_hash="0" * 64,
+        template_key="t",
+        template_version=1,
+        node_key="send",
+        node_kind="action",
+        action_type="evm_transfer",
+        attempt_no=attempt,
+        intent={"asset": "ETH", "amount": amount, "destination": ADDRESSES[1]},
+        input_params={},
+        resolved_bindings={},
+        risk_controls={},
+        prior_artifacts=[],
+        node_config={"evm": {"chain_id": CHAIN_ID}},
+        provider_context={},
+        timeout_policy={},
+        node_provider_refs=refs or {},
+    )
+
+
+async def send(registry, ctx: ExecutionContext):
+    executor = registry.executor_for("evm_transfer")
+    await executor.preflight(ctx)
+    prepared = await executor.prepare(ctx)
+    signature = await registry.signer(prepared.signer_key).sign(build_sign_request(ctx, prepared))
+    return (
+        executor,
+        prepared,
+        await executor.submit(ctx, prepared, signature, "k-" + ctx.request_node_id),
+    )
+
+
+async def test_native_transfer_moves_eth_once_and_consumes_its_nonce(anvil, dsn, db) -> None:
+    registry = build_registry(settings_for(anvil, dsn), db)
+    assert registry.capabilities == {"evm_rpc"}
+    before_to, nonce_before = anvil.balance(ADDRESSES[1]), anvil.nonce(ADDRESSES[0])
+    try:
+        executor, prepared, result = await send(registry, context("n1"))
+        assert json.loads(prepared.payload)["nonce"] == str(nonce_before)
+        refs = result.provider_refs
+        observed = await executor.observe(context("n1", refs=refs))
+        assert observed.status is ObserveStatus.COMPLETED, observed
+        health = await registry.signer("evm_local").health()
+        assert health.signer_address == ADDRESSES[0]
+    finally:
+        await registry.aclose()
+    assert anvil.balance(ADDRESSES[1]) - before_to == 1_500_000_000_000_000_000
+    assert anvil.nonce(ADDRESSES[0]) == nonce_before + 1  # exactly one transaction
+    rows = query(dsn, "SELECT nonce, state, tx_hash FROM evm_nonce_reservations")
+    assert rows == [(nonce_before, "consumed", refs["tx_hash"])]
+
+
+async def test_preflight_refuses_a_bad_destination_and_an_unknown_chain(anvil, dsn, db) -> None:
+    registry = build_registry(settings_for(anvil, dsn), db)
+    executor = registry.executor_for("evm_transfer")
+    try:
+        bad = context("n2")
+        bad = ExecutionContext(
+            **{
+                **{f: getattr(bad, f) for f in bad.__struct_fields__},
+                "intent": {"amount": "1", "destination": "0xabc"},
+            }
+        )
+        with pytest.raises(PreflightError) as exc:
+            await executor.preflight(bad)
+        assert exc.value.code == "EVM_BAD_DESTINATION"
+        other = ExecutionContext(
+            **{
+                **{f: getattr(bad, f) for f in bad.__struct_fields__},
+                "node_config": {"evm": {"chain_id": 1}},
+            }
+        )
+        with pytest.raises(PreflightError) as exc:
+            await executor.preflight(other)
+        assert exc.value.code == "EVM_CHAIN_UNKNOWN"
+    finally:
+        await registry.aclose()
+
+
+async def test_reservations_raced_by_many_connections_are_distinct_and_consecutive(dsn) -> None:
+    nonces: list[int] = []
+    dbs = [Database(dsn, min_size=1, max_size=1) for _ in range(6)]
+
+    async def take(db: Database, i: int) -> None:
+        for j in range(5):
+            nonces.append(
+                await evm_nonces.reserve(
+                    db,
+                    chain_id=CHAIN_ID,
+                    address=ADDRESSES[0],
+                    request_node_id=f"n{i}-{j}",
+                    attempt_no=1,
+                    chain_floor=3,
+                )
+            )
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for i, db in enumerate(dbs):
+                nursery.start_soon(take, db, i)
+    finally:
+        for db in dbs:
+            await db.close()
+    assert sorted(nonces) == list(range(3, 33))
+
+
+async def test_reserve_is_idempotent_per_attempt_and_reuses_a_released_nonce(db) -> None:
+    args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0], "chain_floor": 0}
+    a = await evm_nonces.reserve(db, request_node_id="a", attempt_no=1, **args)
+    assert await evm_nonces.reserve(db, request_node_id="a", attempt_no=1, **args) == a
+    b = await evm_nonces.reserve(db, request_node_id="b", attempt_no=1, **args)
+    await evm_nonces.mark(db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=a, state="released")
+    assert (
+        await evm_nonces.reserve(db, request_node_id="c", attempt_no=1, **args) == a
+    )  # gap filled
+    assert await evm_nonces.reserve(db, request_node_id="d", attempt_no=1, **args) == b + 1
+
+
+async def test_recover_decides_from_the_chain_never_resends(anvil, dsn, db) -> None:
+    registry = build_registry(settings_for(anvil, dsn), db)
+    executor = registry.executor_for("evm_transfer")
+    try:
+        _, _, result = await send(registry, context("n3"))
+        outcome = await executor.recover(context("n3", refs=result.provider_refs))
+        assert outcome.outcome is RecoverOutcome.SUBMITTED
+        # an attempt whose signed tx never reached the chain: FAILED, its nonce released
+        ctx = context("n4")
+        prepared = await executor.prepare(ctx)
+        nonce = int(json.loads(prepared.payload)["nonce"])
+        refs = {
+            "chain_id": CHAIN_ID,
+            "tx_hash": "0x" + "ab" * 32,
+            "from": ADDRESSES[0],
+            "nonce": nonce,
+        }
+        sent_before = anvil.nonce(ADDRESSES[0])
+        outcome = await executor.recover(context("n4", refs=refs))
+        assert outcome.outcome is RecoverOutcome.FAILED
+        assert anvil.nonce(ADDRESSES[0]) == sent_before
+        rows = query(dsn, "SELECT state FROM evm_nonce_reservations WHERE nonce = %s", (nonce,))
+        assert rows == [("released",)]
+    finally:
+        await registry.aclose()
+
+
+async def test_reaper_releases_unbroadcast_and_consumes_used_nonces(anvil, dsn, db) -> None:
+    settings = settings_for(anvil, dsn, MG_EVM_NONCE_RESERVATION_STALE_SECONDS="0.001")
+    registry = build_registry(settings, db)
+    try:
+        [worker] = [
+            w
+            for w in resolve_workers(settings, registry.capabilities)
+            if w.name == "evm_nonce_reaper"
+        ]
+        assert worker.enabled and worker.spec.group == "core"
+        used = anvil.nonce(ADDRESSES[0])
+        # the chain uses `used` (sent outside qtg); `used + 1` is never broadcast
+        anvil.call(
+            "eth_sendTransaction", {"from": ADDRESSES[0], "to": ADDRESSES[1], "value": "0x1"}
+        )
+        args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0], "chain_floor": used}
+        await evm_nonces.reserve(db, request_node_id="x", attempt_no=1, **args)
+        await evm_nonces.reserve(db, request_node_id="y", attempt_no=1, **args)
+        query(dsn, "SELECT pg_sleep(0.01)")  # updated_at strictly older than the 1 ms threshold
+        ctx = ServiceContext(db=db, settings=settings, providers=registry)
+        assert await evm_nonces.reap_stale_nonces(ctx) == 2
+        rows = query(dsn, "SELECT nonce, state FROM evm_nonce_reservations ORDER BY nonce")
+        assert rows == [(used, "consumed"), (used + 1, "released")]
+    finally:
+        await registry.aclose()
+
+
+def test_settings_name_a_bad_rpc_url_and_mask_the_key() -> None:
+    with pytest.raises(ConfigError, match="MG_EVM_RPC_URLS"):
+        Settings.from_env({"MG_EVM_RPC_URLS": "mainnet=http://x"})
+    with pytest.raises(ConfigError, match="MG_EVM_RPC_URLS"):
+        Settings.from_env({"MG_EVM_RPC_URLS": "1=ftp://x"})
+    redacted = Settings.from_env({"MG_EVM_SIGNER_PRIVATE_KEY": KEYS[0]}).redacted()
+    assert redacted["MG_EVM_SIGNER_PRIVATE_KEY"] == "***"
+    assert KEYS[0] not in repr(redacted)
+
+
+def test_without_rpc_urls_the_reaper_is_skipped() -> None:
+    [worker] = [
+        w for w in resolve_workers(Settings.from_env({}), set()) if w.name == "evm_nonce_reaper"
+    ]
+    assert not worker.enabled

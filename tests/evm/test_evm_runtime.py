@@ -1,0 +1,253 @@
+"""Done-when of issue 11 under a real `bin/qtg-runtime` and a real anvil:
+
+- a movement whose node is `evm_transfer`, approved by a second principal, moves
+  test ETH; exactly one transaction on chain for the node attempt;
+- two runtimes draining 50 transfers from one signer: 50 mined transactions with
+  consecutive nonces, no gap, no duplicate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+from runtime.rt_procs import RuntimeProcess, base_env, query, terminate_all, wait_until
+
+from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, deploy_token, token_balance
+from qtg.config import Settings
+from qtg.db import Database
+from qtg.services.movements import approve_movement, create_movement
+from qtg.services.templates import create_template
+
+pytestmark = pytest.mark.slow
+
+TEMPLATE = "evm.transfer"
+WEI = 10**18
+
+
+def seed(dsn: str, amounts: list[str], *, token: dict | None = None, batch: str = "a") -> list[str]:
+    """The template (once) and one approved movement per amount: alice asks, bob approves."""
+
+    async def run() -> list[str]:
+        settings = Settings.from_env({}).replace(database_url=dsn)
+        evm: dict[str, Any] = {"chain_id": CHAIN_ID, **(token or {})}
+        key = TEMPLATE + ("." + batch)
+        ids = []
+        async with Database(dsn, min_size=1, max_size=2) as db:
+            await create_template(
+                db,
+                actor="alice",
+                template_key=key,
+                name="EVM transfer",
+                graph={
+                    "nodes": [
+                        {
+                            "key": "send",
+                            "kind": "action",
+                            "action_type": "evm_transfer",
+                            "config": {"evm": evm},
+                        }
+                    ],
+                    "edges": [],
+                },
+            )
+            for i, amount in enumerate(amounts):
+                created, _ = await create_movement(
+                    db,
+                    settings,
+                    template_key=key,
+                    intent={"asset": "ETH", "amount": amount, "destination": ADDRESSES[1]},
+                    idempotency_key=f"evm-{batch}-{i}",
+                    actor="alice",
+                )
+                await approve_movement(db, created["id"], actor="bob")
+                ids.append(str(created["id"]))
+        return ids
+
+    return trio.run(run)
+
+
+def completed(dsn: str, ids: list[str]) -> bool:
+    rows = dict(
+        query(
+            dsn,
+            "SELECT id::text, request_state FROM movement_requests WHERE id = ANY(%s::uuid[])",
+            (ids,),
+        )
+    )
+    stuck = {k: v for k, v in rows.items() if v in ("FAILED", "MANUAL_INTERVENTION")}
+    if stuck:
+        why = query(
+            dsn,
+            "SELECT node_state, error_code, error_detail FROM movement_request_nodes"
+            " WHERE request_id = ANY(%s::uuid[]) AND error_code IS NOT NULL",
+            (list(stuck),),
+        )
+        raise AssertionError(f"{stuck}: {why}")
+    return len(rows) == len(ids) and set(rows.values()) == {"COMPLETED"}
+
+
+@pytest.fixture
+def procs():
+    started: list[RuntimeProcess] = []
+    yield started
+    terminate_all(started)
+
+
+def launch(procs: list, dsn: str, anvil, **env: str) -> RuntimeProcess:
+    proc = RuntimeProcess.launcher(
+        base_env(
+            MG_DATABASE_URL=dsn,
+            MG_DB_POOL_MAX_SIZE="20",
+            MG_PROVIDERS="evm",
+            MG_EVM_RPC_URLS=f"{CHAIN_ID}={anvil.url}",
+            MG_EVM_SIGNER_PRIVATE_KEY=KEYS[0],
+            **env,
+        )
+    )
+    procs.append(proc)
+    return proc
+
+
+def test_a_movement_moves_eth_with_one_transaction(anvil, dsn, procs) -> None:
+    before, sent_before = anvil.balance(ADDRESSES[1]), anvil.nonce(ADDRESSES[0])
+    proc = launch(procs, dsn, anvil)
+    ready = proc.wait_ready()
+    assert "evm_nonce_reaper" in ready["workers"]
+    ids = seed(dsn, ["0.25"])
+    wait_until(lambda: completed(dsn, ids), 30, "the evm movement to complete")
+    assert anvil.balance(ADDRESSES[1]) - before == WEI // 4
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    [(tx_hash, state)] = query(dsn, "SELECT tx_hash, state FROM evm_nonce_reservations")
+    assert state == "consumed"
+    receipt = anvil.call("eth_getTransactionReceipt", tx_hash)
+    assert receipt["status"] == "0x1"
+    assert receipt["to"].lower() == ADDRESSES[1].lower()
+    with proc._cond:  # every line it logged, start-up settings included
+        logged = "\n".join(proc.lines)
+    assert KEYS[0][2:] not in logged  # the signer's key never reaches the logs
+
+
+def test_a_movement_moves_an_erc20_with_one_transaction(anvil, dsn, procs) -> None:
+    token = deploy_token(anvil, 1_000 * 10**6)
+    sent_before = anvil.nonce(ADDRESSES[0])
+    launch(procs, dsn, anvil).wait_ready()
+    ids = seed(dsn, ["12.5"], token={"token": token, "decimals": 6}, batch="erc20")
+    wait_until(lambda: completed(dsn, ids), 30, "the erc-20 movement to complete")
+    assert token_balance(anvil, token, ADDRESSES[1]) == 12_500_000
+    assert token_balance(anvil, token, ADDRESSES[0]) == 1_000 * 10**6 - 12_500_000
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+
+
+def test_two_runtimes_drain_fifty_transfers_with_consecutive_nonces(anvil, dsn, procs) -> None:
+    first = anvil.nonce(ADDRESSES[0])
+    for _ in range(2):
+        launch(procs, dsn, anvil).wait_ready()
+    ids = seed(dsn, ["0.001"] * 50)
+    wait_until(lambda: completed(dsn, ids), 120, "50 evm movements to complete")
+    assert anvil.nonce(ADDRESSES[0]) == first + 50  # 50 mined, none more
+    rows = query(dsn, "SELECT nonce, state, tx_hash FROM evm_nonce_reservations ORDER BY nonce")
+    assert [r[0] for r in rows] == list(range(first, first + 50))  # no gap, no duplicate
+    assert {r[1] for r in rows} == {"consumed"}
+    for _, _, tx_hash in rows:
+        assert anvil.call("eth_getTransactionByHash", tx_hash)["blockNumber"] is not None
+    assert len({r[2] for r in rows}) == 50
+
+
+def node_row(dsn: str, ids: list[str]) -> tuple:
+    [row] = query(
+        dsn,
+        "SELECT node_state, error_code FROM movement_request_nodes"
+        " WHERE request_id = ANY(%s::uuid[])",
+        (ids,),
+    )
+    return row
+
+
+def request_state(dsn: str, ids: list[str]) -> str:
+    [(state,)] = query(
+        dsn, "SELECT request_state FROM movement_requests WHERE id = ANY(%s::uuid[])", (ids,)
+    )
+    return state
+
+
+RECOVER_FAST = {
+    "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS": "0.5",
+    "MG_NODE_RECOVERY_INTERVAL_SECONDS": "0.2",
+}
+
+
+def test_kill_after_the_broadcast_before_submitted_recovers_to_completed(anvil, dsn, procs):
+    before, sent_before = anvil.balance(ADDRESSES[1]), anvil.nonce(ADDRESSES[0])
+    doomed = launch(procs, dsn, anvil, QTG_TEST_CRASH_AT="after_broadcast")
+    doomed.wait_ready()
+    ids = seed(dsn, ["0.5"], batch="after")
+    assert doomed.wait_exit(30) == -9  # it died with the transaction on chain
+    assert node_row(dsn, ids)[0] == "SUBMITTING"
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    launch(procs, dsn, anvil, **RECOVER_FAST).wait_ready()
+    wait_until(lambda: completed(dsn, ids), 30, "recovery to follow the mined transaction")
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1  # no second transaction
+    assert anvil.balance(ADDRESSES[1]) - before == WEI // 2
+    assert query(dsn, "SELECT nonce, state FROM evm_nonce_reservations") == [
+        (sent_before, "consumed")
+    ]
+
+
+def test_kill_after_the_reservation_before_the_broadcast_fails_and_frees_the_nonce(
+    anvil, dsn, procs
+):
+    sent_before = anvil.nonce(ADDRESSES[0])
+    doomed = launch(procs, dsn, anvil, QTG_TEST_CRASH_AT="before_broadcast")
+    doomed.wait_ready()
+    ids = seed(dsn, ["0.5"], batch="before")
+    assert doomed.wait_exit(30) == -9
+    [(nonce, state, tx_hash)] = query(
+        dsn, "SELECT nonce, state, tx_hash FROM evm_nonce_reservations"
+    )
+    assert (nonce, state) == (sent_before, "reserved") and tx_hash is not None
+    assert anvil.call("eth_getTransactionByHash", tx_hash) is None
+    launch(procs, dsn, anvil, **RECOVER_FAST).wait_ready()
+    wait_until(
+        lambda: node_row(dsn, ids) == ("FAILED", "EVM_NOT_BROADCAST"), 30, "recovery to fail it"
+    )
+    assert anvil.nonce(ADDRESSES[0]) == sent_before  # nothing was sent, nothing re-sent
+    assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("released",)]
+    # the freed nonce is the next one used: no gap blocks the address
+    later = seed(dsn, ["0.1"], batch="later")
+    wait_until(lambda: completed(dsn, later), 30, "the next transfer to complete")
+    assert query(dsn, "SELECT nonce, state FROM evm_nonce_reservations") == [
+        (sent_before, "consumed")
+    ]
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+
+
+def test_the_reaper_leaves_an_unmined_broadcast_alone_and_asks_for_attention(anvil, dsn, procs):
+    sent_before = anvil.nonce(ADDRESSES[0])
+    anvil.call("evm_setAutomine", False)  # the transaction sits in the mempool
+    try:
+        launch(
+            procs,
+            dsn,
+            anvil,
+            MG_EVM_NONCE_REAPER_INTERVAL_SECONDS="0.2",
+            MG_EVM_NONCE_RESERVATION_STALE_SECONDS="0.2",
+            MG_EVM_NONCE_ATTENTION_SECONDS="0.5",
+        ).wait_ready()
+        ids = seed(dsn, ["0.3"], batch="unmined")
+        attention = (
+            "SELECT payload->>'nonce' FROM movement_events"
+            " WHERE request_id = %s::uuid AND event_type = 'request_attention'"
+        )
+        [(nonce,)] = wait_until(lambda: query(dsn, attention, (ids[0],)), 30, "request_attention")
+        assert int(nonce) == sent_before
+        assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("broadcast",)]
+        assert anvil.nonce(ADDRESSES[0]) == sent_before  # nothing mined, nothing re-sent
+        anvil.call("evm_mine")
+        wait_until(lambda: completed(dsn, ids), 30, "the mined transfer to complete")
+        assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("consumed",)]
+        assert len(query(dsn, attention, (ids[0],))) == 1  # raised once, not every pass
+        assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    finally:
+        anvil.call("evm_setAutomine", True)
