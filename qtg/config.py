@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from qtg.domain.callback_targets import parse_allowlist
+
 
 class ConfigError(ValueError):
     """A setting has a value that cannot be used; the message names the variable."""
@@ -174,6 +176,16 @@ class Settings:
     # Fallback poll of the event feed when no qtg_events notify arrives.
     stream_poll_interval_seconds: float = interval("MG_STREAM_POLL_INTERVAL_SECONDS", 1.0)
 
+    # ---- security: callback targets, audit anchoring (issue 17 items 3, 4)
+    # Callbacks reach only public addresses unless the target is listed here: a comma
+    # list of host names, addresses and CIDR blocks (e.g. "hooks.internal,10.20.0.0/16").
+    callback_allowed_hosts: str = setting("MG_CALLBACK_ALLOWED_HOSTS", "")
+    # The HMAC key of the audit chain (never stored in the database). Either the key
+    # text itself, or a file holding it; with neither, the runtime generates one in
+    # MG_EMBEDDED_DATA_DIR/audit_key.
+    audit_hmac_key: str | None = setting("MG_AUDIT_HMAC_KEY", None, secret=True)
+    audit_hmac_key_file: str | None = setting("MG_AUDIT_HMAC_KEY_FILE", None)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `env` (default: the process environment)."""
@@ -190,7 +202,19 @@ class Settings:
                 f"MG_DB_POOL_MIN_SIZE: {settings.db_pool_min_size} is larger than "
                 f"MG_DB_POOL_MAX_SIZE ({settings.db_pool_max_size})"
             )
+        settings.validate_security()
         return settings
+
+    def validate_security(self) -> None:
+        """The security settings' cross-checks (issue 17 items 3, 4): ConfigError naming one."""
+        try:
+            parse_allowlist(self.callback_allowed_hosts)
+        except ValueError as exc:
+            raise ConfigError(f"MG_CALLBACK_ALLOWED_HOSTS: {exc}") from None
+        if self.audit_hmac_key and self.audit_hmac_key_file:
+            raise ConfigError(
+                "MG_AUDIT_HMAC_KEY and MG_AUDIT_HMAC_KEY_FILE are both set; set only one"
+            )
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
