@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from qtg.domain.callback_targets import parse_allowlist
+
 
 class ConfigError(ValueError):
     """A setting has a value that cannot be used; the message names the variable."""
@@ -303,6 +305,10 @@ class Settings:
     verify_drift_lane_timeout_seconds: float = interval(
         "MG_VERIFY_DRIFT_LANE_TIMEOUT_SECONDS", 30.0
     )
+    # ---- security: callback targets (issue 17 item 3)
+    # Callbacks reach only public addresses unless the target is listed here: a comma
+    # list of host names, addresses and CIDR blocks (e.g. "hooks.internal,10.20.0.0/16").
+    callback_allowed_hosts: str = setting("MG_CALLBACK_ALLOWED_HOSTS", "")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -336,7 +342,15 @@ class Settings:
             raise ConfigError(
                 "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"
             )
+        settings.validate_security()
         return settings
+
+    def validate_security(self) -> None:
+        """The security settings' checks (issue 17 item 3): ConfigError naming one."""
+        try:
+            parse_allowlist(self.callback_allowed_hosts)
+        except ValueError as exc:
+            raise ConfigError(f"MG_CALLBACK_ALLOWED_HOSTS: {exc}") from None
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

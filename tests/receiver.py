@@ -28,6 +28,19 @@ import trio
 HANG = "hang"
 
 
+def signature_valid(secret: bytes, headers: dict[str, str], body: bytes) -> bool:
+    """The v3 check a receiver makes (lower-case header names), written without qtg."""
+    if headers.get("x-qtg-callback-signature-version") != "v3":
+        return False
+    message = "{}\n{}\n{}".format(
+        headers.get("x-qtg-callback-timestamp", ""),
+        headers.get("x-qtg-callback-nonce", ""),
+        hashlib.sha256(body).hexdigest(),
+    ).encode()
+    expected = hmac.new(secret, message, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, headers.get("x-qtg-callback-signature", ""))
+
+
 @dataclass(frozen=True)
 class Received:
     path: str
@@ -84,15 +97,7 @@ class Receiver:
     # ---------------------------------------------------------------- internals
 
     def _verify(self, headers: dict[str, str], body: bytes) -> bool:
-        if headers.get("x-qtg-callback-signature-version") != "v3":
-            return False
-        message = "{}\n{}\n{}".format(
-            headers.get("x-qtg-callback-timestamp", ""),
-            headers.get("x-qtg-callback-nonce", ""),
-            hashlib.sha256(body).hexdigest(),
-        ).encode()
-        expected = hmac.new(self.secret, message, hashlib.sha256).hexdigest()
-        return hmac.compare_digest(expected, headers.get("x-qtg-callback-signature", ""))
+        return signature_valid(self.secret, headers, body)
 
     def _record(self, received: Received) -> None:
         self.requests.append(received)

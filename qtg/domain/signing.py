@@ -4,8 +4,10 @@ The body is the pure JSON payload; the proof travels in headers. The signed
 message is `"{timestamp}\\n{nonce}\\n{sha256_hex(body)}"`, so the signature
 covers the exact bytes sent, and the timestamp and nonce that a receiver uses
 to reject stale or replayed deliveries. A row's timestamp and nonce are fixed
-when the callback is created and reused on every retry, so a retried delivery
-is byte-for-byte the same request and a receiver can dedupe it by nonce.
+when the callback is created, and its signature when it is first sent; all
+three are reused on every retry, so a retried delivery is byte-for-byte the
+same request (even across a secret rotation) and a receiver can dedupe it by
+nonce.
 """
 
 from __future__ import annotations
@@ -31,14 +33,15 @@ def sign_callback(secret: bytes, timestamp: int | str, nonce: str, body: bytes) 
     return hmac.new(secret, signature_message(timestamp, nonce, body), hashlib.sha256).hexdigest()
 
 
-def callback_headers(secret: bytes, timestamp: int, nonce: str, body: bytes) -> dict[str, str]:
-    """Every header of a v3 callback request (Content-Type included)."""
+def signed_headers(timestamp: int, nonce: str, signature: str) -> dict[str, str]:
+    """Every header of a v3 callback request carrying an existing signature (a
+    row is signed once and every retry resends that signature)."""
     return {
         "Content-Type": "application/json",
         HEADER_TIMESTAMP: str(timestamp),
         HEADER_NONCE: nonce,
         HEADER_SIGNATURE_VERSION: SIGNATURE_VERSION,
-        HEADER_SIGNATURE: sign_callback(secret, timestamp, nonce, body),
+        HEADER_SIGNATURE: signature,
     }
 
 

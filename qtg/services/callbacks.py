@@ -11,8 +11,15 @@ known: any 2xx → sent; anything else → attempts + 1, next_attempt_at = now +
 2**min(attempts, 6) s, and dlq once attempts reach max_attempts.
 
 Delivery is at-least-once (a crash between a 2xx and its record sends it again
-after the lease); a row's timestamp and nonce never change, so every retry is
-the same signed request and receivers dedupe by nonce.
+after the lease); a row's timestamp and nonce never change, and its signature
+is computed once, in the claim that precedes its first attempt, and stored, so
+every retry is the same signed request — across a secret rotation too — and
+receivers dedupe by nonce.
+
+Where a callback may go is checked twice (qtg/domain/callback_targets.py): on
+the URL when the movement is created, and at send time on every address the
+host resolves to; the connection is then made to a checked address, never by
+resolving the name again (CheckedBackend).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import secrets
 import socket
 import ssl
 import tempfile
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,21 +40,24 @@ from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 # httpx imports httpcore lazily, on its first client (~0.2 s): pay that at start-up,
-# not as latency on the first callback.
-import httpcore  # noqa: F401
+# not as latency on the first callback (the checked connections use it directly too).
+import httpcore
 import httpx
 import msgspec
 import trio
 
 from qtg.config import ConfigError, Settings
-from qtg.db import Database, sql_family
-from qtg.domain.signing import callback_headers
+from qtg.db import Database, Tx, sql_family
+from qtg.domain import callback_targets as targets
+from qtg.domain.signing import sign_callback, signed_headers
 from qtg.services.context import ServiceContext
 from qtg.services.errors import InvalidInput
 
 log = logging.getLogger("qtg.services.callbacks")
 
-SQL = sql_family("callbacks", "claim_due", "mark_sent", "mark_failed", "next_due")
+SQL = sql_family(
+    "callbacks", "claim_due", "store_signatures", "mark_sent", "mark_failed", "next_due"
+)
 
 #: The lease outlasts the request timeout by this much, covering the time to
 #: record the outcome after the deadline.
@@ -96,11 +107,13 @@ def validate_callback_url(url: object, settings: Settings) -> str:
     """Return `url` if qtg may POST callbacks to it, else raise InvalidInput naming callback_url.
 
     Refused: anything but http(s); no host; credentials in the URL (they would
-    be stored and shown with the movement); and this runtime's own API
-    (MG_API_HOST:MG_API_PORT, any loopback spelling of it, and any local
-    address when the API listens on a wildcard address), so that a callback
-    can never be turned into a request against qtg's own admin surface.
-    A DNS name that resolves to the runtime is not detected here.
+    be stored and shown with the movement); a host that is a metadata service's
+    name, a localhost name or a literal address that is not public, unless
+    MG_CALLBACK_ALLOWED_HOSTS lists it (qtg/domain/callback_targets.py); and
+    this runtime's own API (MG_API_HOST:MG_API_PORT, any loopback spelling of
+    it, and any local address when the API listens on a wildcard address),
+    allowlisted or not. A DNS name is not resolved here: the dispatcher checks
+    every address it resolves to when it sends, and connects only to those.
     """
     if not isinstance(url, str) or not url:
         _refuse("must be a non-empty string")
@@ -132,26 +145,32 @@ def validate_callback_url(url: object, settings: Settings) -> str:
         and _same_host(host, settings.api_host)
     ):
         _refuse(f"points at this runtime's own API ({settings.api_host}:{settings.api_port})")
+    why = targets.refused_host(host, allowlist(settings))
+    if why is not None:
+        _refuse(f"{why}; list it in MG_CALLBACK_ALLOWED_HOSTS to allow it")
     return url
+
+
+def allowlist(settings: Settings) -> targets.Allowlist:
+    """MG_CALLBACK_ALLOWED_HOSTS, parsed (validated at start-up by Settings.from_env)."""
+    return _parse_allowlist(settings.callback_allowed_hosts)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_allowlist(text: str) -> targets.Allowlist:
+    return targets.parse_allowlist(text)
 
 
 def _refuse(reason: str) -> NoReturn:
     raise InvalidInput(f"callback_url {reason}", detail={"field": "callback_url", "reason": reason})
 
 
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """`host` as an address, including legacy IPv4 spellings (127.1, 2130706433)
-    that the resolver would accept too."""
-    try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
+def _ip(host: str) -> targets.IPAddress | None:
+    """`host` as an address (legacy IPv4 spellings and IPv4-mapped IPv6 included)."""
+    address = targets.literal_address(host)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def _is_local(host: str) -> bool:
@@ -162,8 +181,7 @@ def _is_local(host: str) -> bool:
 
 
 def _same_host(host: str, api_host: str) -> bool:
-    host = host.lower().rstrip(".")
-    api = api_host.lower().strip("[]").rstrip(".")
+    host, api = targets.normal_host(host), targets.normal_host(api_host)
     if host == api:
         return True
     host_ip, api_ip = _ip(host), _ip(api)
@@ -171,6 +189,95 @@ def _same_host(host: str, api_host: str) -> bool:
         return True
     # The API on a wildcard or loopback address answers every local spelling.
     return _is_local(api) and _is_local(host)
+
+
+# ------------------------------------------------------- checked connections
+
+#: Resolves a host name and port to the addresses a connection may use.
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The operating system's resolver (getaddrinfo), TCP addresses only."""
+    infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class TargetRefused(Exception):
+    """A callback's host resolved to an address it may not reach; nothing was sent."""
+
+
+class CheckedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's trio backend, resolving each host exactly once and connecting
+    only to addresses that passed the target rules.
+
+    The HTTP client hands this backend the URL's host name; the backend
+    resolves it, refuses the connection unless *every* address is allowed,
+    and then connects to those addresses themselves — never to the name, so
+    a second resolution (DNS rebinding) cannot swap in another address. TLS
+    and the Host header still use the name (httpcore passes it as SNI).
+    """
+
+    def __init__(self, resolver: Resolver, allow: targets.Allowlist) -> None:
+        self._resolver = resolver
+        self._allow = allow
+        self._inner = httpcore.TrioBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await self.checked_addresses(host, port)
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last = exc
+        assert last is not None  # checked_addresses never returns an empty list
+        raise last
+
+    async def checked_addresses(self, host: str, port: int) -> list[str]:
+        """The addresses of `host`, all of them allowed (else TargetRefused)."""
+        why = targets.refused_host(host, self._allow)
+        if why is not None:
+            raise TargetRefused(f"callback_url {why}")
+        try:
+            answers = await self._resolver(host, port)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+        addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in answers]
+        why = targets.refused_resolution(host, addresses, self._allow)
+        if why is not None:
+            raise TargetRefused(f"callback_url {why}")
+        return [str(a) for a in addresses]
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise TargetRefused("callbacks never use a unix socket")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class CheckedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a CheckedBackend, with no proxy from the environment
+    (a proxy would make the connection to an address qtg did not check)."""
+
+    def __init__(self, backend: CheckedBackend, ssl_context: ssl.SSLContext) -> None:
+        super().__init__(verify=ssl_context, trust_env=False)
+        # httpx takes no network backend; the pool it wraps does (httpcore's public API).
+        self._pool = httpcore.AsyncConnectionPool(ssl_context=ssl_context, network_backend=backend)
 
 
 # -------------------------------------------------------------------- secret
@@ -229,8 +336,14 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-async def dispatch_pending_callbacks(ctx: ServiceContext) -> int:
-    """The callback_dispatcher pass: claim (and commit), send concurrently, record."""
+async def dispatch_pending_callbacks(
+    ctx: ServiceContext, *, resolver: Resolver = system_resolver
+) -> int:
+    """The callback_dispatcher pass: claim and sign (one commit), send concurrently, record.
+
+    `resolver` turns a host name into the addresses to check and connect to
+    (tests answer private addresses with it; the rules run on what it returns).
+    """
     settings = ctx.settings
     timeout = settings.callback_timeout_seconds
     async with ctx.db.transaction() as tx:
@@ -241,19 +354,46 @@ async def dispatch_pending_callbacks(ctx: ServiceContext) -> int:
                 "lease_seconds": timeout + LEASE_MARGIN_SECONDS,
             },
         )
+        await _sign_once(tx, settings, rows)
     if not rows:
         return 0
     rows.sort(key=lambda r: (r["created_at"], r["id"]))
-    secret = load_callback_secret(settings)
+    backend = CheckedBackend(resolver, allowlist(settings))
     async with (
         httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout), follow_redirects=False, verify=_tls_context()
+            transport=CheckedTransport(backend, _tls_context()),
+            timeout=httpx.Timeout(timeout),
+            follow_redirects=False,
         ) as client,
         trio.open_nursery() as nursery,
     ):
         for row in rows:
-            nursery.start_soon(_deliver, ctx.db, client, settings, secret, row)
+            nursery.start_soon(_deliver, ctx.db, client, settings, row)
     return len(rows)
+
+
+async def _sign_once(tx: Tx, settings: Settings, rows: list[dict[str, Any]]) -> None:
+    """Give every claimed row that has none its signature, stored with the claim.
+
+    A row is signed once, with the secret current at its first attempt; every
+    retry sends the stored signature, so a retry stays byte-for-byte the same
+    request even when MG_CALLBACK_SIGNING_SECRET is rotated in between.
+    """
+    unsigned = [row for row in rows if row["callback_signature"] is None]
+    if not unsigned:
+        return
+    secret = load_callback_secret(settings)
+    for row in unsigned:
+        row["callback_signature"] = sign_callback(
+            secret, row["callback_timestamp"], row["callback_nonce"], encode_payload(row["payload"])
+        )
+    await tx.execute(
+        SQL.store_signatures,
+        {
+            "ids": [row["id"] for row in unsigned],
+            "signatures": [row["callback_signature"] for row in unsigned],
+        },
+    )
 
 
 async def next_due(ctx: ServiceContext) -> datetime | None:
@@ -262,11 +402,7 @@ async def next_due(ctx: ServiceContext) -> datetime | None:
 
 
 async def _deliver(
-    db: Database,
-    client: httpx.AsyncClient,
-    settings: Settings,
-    secret: bytes,
-    row: dict[str, Any],
+    db: Database, client: httpx.AsyncClient, settings: Settings, row: dict[str, Any]
 ) -> None:
     status_code: int | None = None
     error: str | None = None
@@ -277,13 +413,17 @@ async def _deliver(
         refused, error = True, f"refused: {exc.message}"
     else:
         body = encode_payload(row["payload"])
-        headers = callback_headers(secret, row["callback_timestamp"], row["callback_nonce"], body)
+        headers = signed_headers(
+            row["callback_timestamp"], row["callback_nonce"], row["callback_signature"]
+        )
         try:
             # httpx's timeout bounds each read/write; this bounds the whole request,
             # so a receiver that trickles bytes cannot stretch it either.
             with trio.fail_after(settings.callback_timeout_seconds):
                 async with client.stream("POST", url, content=body, headers=headers) as response:
                     status_code = response.status_code  # the body is never read
+        except TargetRefused as exc:
+            refused, error = True, f"refused: {exc}"
         except trio.TooSlowError:
             error = f"timed out after {settings.callback_timeout_seconds:g}s"
         except httpx.HTTPError as exc:

@@ -184,7 +184,9 @@ async def create_movement(
     """Create a PENDING_APPROVAL movement from the template's active version.
 
     The same idempotency key with the same body returns the first movement
-    (created_now False); with another body it is refused.
+    (created_now False); with another body it is refused. Keys are scoped per
+    principal (`actor`): another principal's use of the same key is a
+    different movement, so a replayed key never hands out someone else's.
     """
     from qtg.services.callbacks import validate_callback_url
 
@@ -202,7 +204,7 @@ async def create_movement(
 
     async with db.transaction() as tx:
         existing = await tx.fetchrow(
-            SQL.find_by_idempotency_key, {"idempotency_key": idempotency_key}
+            SQL.find_by_idempotency_key, {"created_by": actor, "idempotency_key": idempotency_key}
         )
         if existing is None:
             version = await tx.fetchrow(SQL.load_active_version, {"template_key": template_key})
@@ -247,7 +249,8 @@ async def create_movement(
                 return await _movement(tx, request_id), True
             # lost a race with a concurrent create using the same key
             existing = await tx.fetchrow(
-                SQL.find_by_idempotency_key, {"idempotency_key": idempotency_key}
+                SQL.find_by_idempotency_key,
+                {"created_by": actor, "idempotency_key": idempotency_key},
             )
             assert existing is not None
         if existing["request_fingerprint"] != fingerprint:

@@ -18,4 +18,5 @@ SET next_attempt_at = now() + make_interval(secs => %(lease_seconds)s)
 FROM due
 WHERE o.id = due.id
 RETURNING o.id, o.request_id, o.event_id, o.event_type, o.callback_url, o.payload,
+          o.callback_signature,
           o.attempts, o.max_attempts, o.callback_timestamp, o.callback_nonce, o.created_at

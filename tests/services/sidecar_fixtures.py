@@ -24,6 +24,8 @@ def make_settings(tmp_path: Path, **changes: Any) -> Settings:
     base = Settings().replace(
         callback_signing_secret="test-callback-secret",
         callback_timeout_seconds=2.0,
+        # the test receivers listen on loopback, which callbacks refuse by default
+        callback_allowed_hosts="127.0.0.1",
         embedded_data_dir=str(tmp_path),
     )
     return base.replace(**changes)

@@ -317,13 +317,24 @@ def test_validate_callback_url_refuses_non_strings() -> None:
     "url",
     [
         "https://example.com/hooks/qtg?tenant=7",
-        "http://127.0.0.1:9000/hook",  # a co-located receiver on another port
         "HTTPS://Example.com:8000/",  # port 8000 elsewhere is fine
-        "http://10.0.0.5:8000/",
+        "http://93.184.215.14:8000/",
     ],
 )
 def test_validate_callback_url_accepts(url: str) -> None:
     assert validate_callback_url(url, Settings()) == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9000/hook",  # a co-located receiver on another port
+        "http://10.0.0.5:8000/",
+    ],
+)
+def test_validate_callback_url_accepts_allowlisted_private_targets(url: str) -> None:
+    settings = Settings().replace(callback_allowed_hosts="127.0.0.1, 10.0.0.0/8")
+    assert validate_callback_url(url, settings) == url
 
 
 def test_wildcard_api_host_covers_every_local_spelling() -> None:
