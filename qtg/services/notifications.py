@@ -51,7 +51,7 @@ from qtg.domain.attention import (
     routes_for,
     webhook_body,
 )
-from qtg.domain.signing import callback_headers
+from qtg.domain.signing import sign_callback, signed_headers
 from qtg.services.auditing import record_audit
 from qtg.services.callbacks import (
     LEASE_MARGIN_SECONDS,
@@ -356,9 +356,9 @@ async def post_webhook(
     if not url:
         return "MG_NOTIFY_WEBHOOK_URL is not set"
     body = encode_payload(webhook_body(row["payload"], settings.notify_webhook_format))
-    headers = callback_headers(
-        load_callback_secret(settings), row["message_timestamp"], row["message_nonce"], body
-    )
+    timestamp, nonce = row["message_timestamp"], row["message_nonce"]
+    signature = sign_callback(load_callback_secret(settings), timestamp, nonce, body)
+    headers = signed_headers(timestamp, nonce, signature)
     try:
         with trio.fail_after(settings.notify_timeout_seconds):
             async with client.stream("POST", url, content=body, headers=headers) as response:
