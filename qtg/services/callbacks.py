@@ -239,6 +239,7 @@ async def dispatch_pending_callbacks(ctx: ServiceContext) -> int:
             {
                 "limit": settings.callback_batch_size,
                 "lease_seconds": timeout + LEASE_MARGIN_SECONDS,
+                "network_class": settings.network_class,
             },
         )
     if not rows:
@@ -258,7 +259,7 @@ async def dispatch_pending_callbacks(ctx: ServiceContext) -> int:
 
 async def next_due(ctx: ServiceContext) -> datetime | None:
     """The earliest pending next_attempt_at (a retry, or a lease running out)."""
-    return await ctx.db.fetchval(SQL.next_due)
+    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})
 
 
 async def _deliver(

@@ -72,10 +72,12 @@ async def test_template_proposals(api: Api) -> None:
     assert r.json()["template_version"]["version"] == 1
     assert (await api["vic"].get("/v3/templates/t.prop")).json()["version"] == 1
 
-    second = (await api["alice"].post(
-        "/v3/template-proposals",
-        json={"template_key": "t.prop", "name": "Proposed 2", "graph": MANUAL_GRAPH},
-    )).json()
+    second = (
+        await api["alice"].post(
+            "/v3/template-proposals",
+            json={"template_key": "t.prop", "name": "Proposed 2", "graph": MANUAL_GRAPH},
+        )
+    ).json()
     r = await api["admin"].post(f"/v3/template-proposals/{second['id']}/reject")
     assert r.status_code == 200 and r.json()["proposal_state"] == "REJECTED"
 
@@ -132,6 +134,9 @@ async def test_reject_cancel_resume_retry(api: Api) -> None:
     await api.db.execute(EXECUTE, {"request_id": uuid.UUID(rid)})
     await api.db.execute(FAIL_NODE, {"request_id": uuid.UUID(rid), "node_key": "withdraw"})
     r = await api["alice"].post(f"/v3/movements/{rid}/nodes/withdraw/retry")
+    assert r.status_code == 403, r.text  # four-eyes: the creator cannot resubmit
+    assert r.json()["error"]["code"] == "FOUR_EYES", r.text
+    r = await api["bob"].post(f"/v3/movements/{rid}/nodes/withdraw/retry")
     assert r.status_code == 200, r.text
     node = next(n for n in r.json()["nodes"] if n["node_key"] == "withdraw")
     assert node["node_state"] == "READY"
@@ -152,11 +157,7 @@ async def test_registry_workers_and_audit(api: Api) -> None:
 async def test_openapi_matches_the_routes(api: Api) -> None:
     doc = (await api["anon"].get("/openapi.json")).json()
     assert doc["openapi"].startswith("3.")
-    routes = {
-        (method.upper(), path)
-        for path, ops in doc["paths"].items()
-        for method in ops
-    }
+    routes = {(method.upper(), path) for path, ops in doc["paths"].items() for method in ops}
     from qtg.api.routes import all_endpoints
 
     assert routes == {(e.method, e.path) for e in all_endpoints()} | {("GET", "/openapi.json")}
@@ -164,8 +165,7 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
     assert len(operation_ids) == len(set(operation_ids))
     create = doc["paths"]["/v3/movements"]["post"]
     assert {"201", "200", "400", "401", "403", "409", "422"} <= set(create["responses"])
-    assert any(p["name"] == "Idempotency-Key" and p["in"] == "header"
-               for p in create["parameters"])
+    assert any(p["name"] == "Idempotency-Key" and p["in"] == "header" for p in create["parameters"])
     schemas = doc["components"]["schemas"]
     amount = schemas["Intent"]["properties"]["amount"]
     assert amount["type"] == "string"

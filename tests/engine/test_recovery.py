@@ -11,7 +11,8 @@ import trio
 
 from qtg.db import Query
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import _claim_and_read, _prepare, dispatch_ready_nodes
+from qtg.services.dispatch import ClaimWalk, _prepare, dispatch_ready_nodes
+from qtg.services.movements import get_movement
 from qtg.services.recover import recover_unknown_nodes
 
 from .helpers import Q, drive, eventually, movement, node, states, template
@@ -82,16 +83,19 @@ async def _write_ahead_only(svc: ServiceContext):
     """Claim and prepare one node and commit SUBMITTING — then "crash": no submit
     call, and no record of one. Returns the prepared Submission."""
     async with svc.db.transaction() as tx:
-        claimed = await tx.batch(_claim_and_read)
+        claimed = await tx.batch(ClaimWalk("default").step)
         assert claimed is not None
         submission = await _prepare(svc, tx, *claimed)
     assert submission is not None
     return submission
 
 
-async def test_stranded_submitting_node_that_never_submitted_fails_cleanly(
+async def test_stranded_submitting_node_that_never_submitted_is_attempted_again(
     svc: ServiceContext,
 ) -> None:
+    """Issue 10 item 2 (beyond the reference, which ends it FAILED): recover()
+    proves attempt 1 never happened, so the node goes back to READY and attempt
+    2 — a new idempotency key — completes the movement, one submission in all."""
     await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
     m = await movement(svc, "one")
     await _write_ahead_only(svc)
@@ -99,7 +103,29 @@ async def test_stranded_submitting_node_that_never_submitted_fails_cleanly(
     assert await recover_unknown_nodes(svc) == 0
     impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
     assert await recover_unknown_nodes(impatient) == 1
+    again = await svc.db.fetchrow(Q["node"], {"rid": m["id"], "key": "withdraw"})
+    assert (again["node_state"], again["attempt_no"], again["error_code"]) == (
+        "READY",
+        1,
+        "NOT_SUBMITTED",
+    )
     done = await drive(impatient, m["id"])
+    assert done["request_state"] == "COMPLETED"
+    subs = await svc.db.fetch(Q["submissions"])
+    assert [(s["attempt_no"], s["duplicate_submits"]) for s in subs] == [(2, 0)]
+
+
+async def test_a_never_submitted_node_fails_once_its_attempts_are_used_up(
+    svc: ServiceContext,
+) -> None:
+    await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
+    m = await movement(svc, "one")
+    await _write_ahead_only(svc)
+    impatient = with_settings(
+        svc, node_recovery_submitting_grace_seconds=0.001, node_max_attempts=1
+    )
+    assert await recover_unknown_nodes(impatient) == 1
+    done = await get_movement(svc.db, m["id"])
     assert done["request_state"] == "FAILED"
     withdraw = done["nodes"][0]
     assert (withdraw["node_state"], withdraw["error_code"]) == ("FAILED", "NOT_SUBMITTED")
