@@ -23,7 +23,11 @@ a request and then touch its nodes (the API paths take the request with a
 plain, waiting FOR UPDATE) — but none of them waits for a SUBMITTING node's
 row: claims skip locked rows, and the API's node updates are filtered to
 BLOCKED/READY/FAILED nodes. So no cycle can form, and a submit's outcome is
-never lost behind an observer's provider call (issue 10).
+never lost behind an observer's provider call (issue 10). Every claim and
+lock of a request or node row is FOR NO KEY UPDATE, not FOR UPDATE: as
+exclusive among the workers and the API, but not in conflict with the
+foreign-key checks (FOR KEY SHARE) of the movement_events rows that the
+outcome's UPDATE writes — with FOR UPDATE those would wait for the request.
 """
 
 from __future__ import annotations

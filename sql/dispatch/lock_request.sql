@@ -4,4 +4,4 @@
 SELECT id
 FROM movement_requests
 WHERE id = %(request_id)s
-FOR UPDATE
+FOR NO KEY UPDATE

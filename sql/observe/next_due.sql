@@ -1,7 +1,7 @@
 -- When the observer next has work, so it can sleep exactly until then. Rows
--- another process holds are skipped (FOR KEY SHARE conflicts only with FOR
--- UPDATE, i.e. with a claim of the node or its request): a due node locked
--- through someone's provider call must not make this observer spin at 10 Hz.
+-- another process holds are skipped (FOR SHARE conflicts with the claims' FOR
+-- NO KEY UPDATE of the node or its request): a due node locked through
+-- someone's provider call must not make this observer spin at 10 Hz.
 -- Its holder commits a new next_observe_at, which notifies qtg_observe.
 SELECT coalesce(n.next_observe_at, '-infinity') AS due
 FROM movement_request_nodes n
@@ -11,4 +11,4 @@ WHERE n.node_state IN ('SUBMITTED', 'OBSERVING')
   AND r.network_class = %(network_class)s
 ORDER BY n.next_observe_at ASC NULLS FIRST
 LIMIT 1
-FOR KEY SHARE OF n, r SKIP LOCKED
+FOR SHARE OF n, r SKIP LOCKED

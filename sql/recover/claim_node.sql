@@ -11,4 +11,4 @@ WHERE n.id = %(node_id)s
         AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
        OR (n.node_state = 'SUBMITTING'
            AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s)))
-FOR UPDATE OF n, r SKIP LOCKED
+FOR NO KEY UPDATE OF n, r SKIP LOCKED

@@ -11,11 +11,11 @@ import trio
 
 from qtg.db import Query
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import ClaimWalk, _prepare, dispatch_ready_nodes
+from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.movements import get_movement
 from qtg.services.recover import recover_unknown_nodes
 
-from .helpers import Q, drive, eventually, movement, node, states, template
+from .helpers import Q, drive, eventually, movement, node, states, template, write_ahead_only
 
 UNKNOWN_BY_LANE = Query(
     "tests/unknown-by-lane",
@@ -79,17 +79,6 @@ async def test_longest_idle_unknown_node_goes_first(svc: ServiceContext) -> None
     assert [r["node_state"] for r in rows] == ["SUBMITTED", "UNKNOWN", "UNKNOWN"]
 
 
-async def _write_ahead_only(svc: ServiceContext):
-    """Claim and prepare one node and commit SUBMITTING — then "crash": no submit
-    call, and no record of one. Returns the prepared Submission."""
-    async with svc.db.transaction() as tx:
-        claimed = await tx.batch(ClaimWalk("default").step)
-        assert claimed is not None
-        submission = await _prepare(svc, tx, *claimed)
-    assert submission is not None
-    return submission
-
-
 async def test_stranded_submitting_node_that_never_submitted_is_attempted_again(
     svc: ServiceContext,
 ) -> None:
@@ -98,7 +87,7 @@ async def test_stranded_submitting_node_that_never_submitted_is_attempted_again(
     2 — a new idempotency key — completes the movement, one submission in all."""
     await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
     m = await movement(svc, "one")
-    await _write_ahead_only(svc)
+    await write_ahead_only(svc)
     # within the grace cutoff recovery leaves it alone: submit may still be running
     assert await recover_unknown_nodes(svc) == 0
     impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
@@ -120,7 +109,7 @@ async def test_a_never_submitted_node_fails_once_its_attempts_are_used_up(
 ) -> None:
     await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
     m = await movement(svc, "one")
-    await _write_ahead_only(svc)
+    await write_ahead_only(svc)
     impatient = with_settings(
         svc, node_recovery_submitting_grace_seconds=0.001, node_max_attempts=1
     )
@@ -137,7 +126,7 @@ async def test_stranded_submitting_node_whose_submit_happened_completes_once(
 ) -> None:
     await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
     m = await movement(svc, "one")
-    sub = await _write_ahead_only(svc)
+    sub = await write_ahead_only(svc)
     # the side effect happens, and the process dies before recording it
     await sub.executor.submit(sub.context, sub.prepared, sub.signature, sub.idempotency_key)
     impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
@@ -152,7 +141,7 @@ async def test_recovery_skips_a_submitting_node_whose_submit_is_in_flight(
 ) -> None:
     await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
     await movement(svc, "one")
-    await _write_ahead_only(svc)
+    await write_ahead_only(svc)
     impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
     lock = Query("tests/hold", "SELECT id FROM movement_request_nodes FOR UPDATE")
     async with svc.db.transaction() as live_submit:  # what _submit holds during submit()
