@@ -309,6 +309,31 @@ class Settings:
     # Callbacks reach only public addresses unless the target is listed here: a comma
     # list of host names, addresses and CIDR blocks (e.g. "hooks.internal,10.20.0.0/16").
     callback_allowed_hosts: str = setting("MG_CALLBACK_ALLOWED_HOSTS", "")
+    # ---- money path under faults (issue 10; beyond the reference)
+    # Attempts one action node gets in all. When recover() proves that an
+    # attempt never happened (a crash or a dead connection between the
+    # write-ahead commit and submit), the node goes back to READY for a new
+    # attempt while attempt_no < this; after that it ends FAILED (NOT_SUBMITTED).
+    node_max_attempts: int = count("MG_NODE_MAX_ATTEMPTS", 3)
+    # node_recovery's pace for a node whose recover() cannot tell yet: the n-th
+    # undecided answer waits base * 2**(n-1) s, at most the cap, before the
+    # node is asked again (by any process).
+    node_recovery_retry_base_seconds: float = interval("MG_NODE_RECOVERY_RETRY_BASE_SECONDS", 5.0)
+    node_recovery_retry_max_seconds: float = interval("MG_NODE_RECOVERY_RETRY_MAX_SECONDS", 600.0)
+    # Per-lane grace cutoff of a SUBMITTING node (reference §3, "past their
+    # lane's grace cutoff"); unset: MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS.
+    node_recovery_submitting_grace_seconds_ccip: float | None = setting(
+        "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_CCIP", None, exclusive_minimum=0
+    )
+    node_recovery_submitting_grace_seconds_stargate: float | None = setting(
+        "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_STARGATE", None, exclusive_minimum=0
+    )
+    node_recovery_submitting_grace_seconds_cex: float | None = setting(
+        "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_CEX", None, exclusive_minimum=0
+    )
+    node_recovery_submitting_grace_seconds_other: float | None = setting(
+        "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_OTHER", None, exclusive_minimum=0
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

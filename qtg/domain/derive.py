@@ -8,6 +8,15 @@ The rules are applied in the reference's priority order; the first that matches 
 4. a READY `manual_*` node and no node SUBMITTING/SUBMITTED/OBSERVING -> WAITING_MANUAL_ACTION
 5. otherwise                                                    -> None (leave the request as it is)
 
+Beyond the reference (issue 10), between rules 2 and 3: an UNKNOWN node that no
+worker will resolve by itself (an observation timeout, which recovery leaves
+for an operator, reference §2) with nothing in flight -> MANUAL_INTERVENTION.
+Without it a timed-out node beside a FAILED sibling derived None, the request
+stayed EXECUTING and nobody was paged. Every path that leaves such a request
+(the observer's timeout, a sibling failing later, recovery) goes through this
+one rule, so a request in which nothing more can happen without a person
+always reaches MANUAL_INTERVENTION (and its request_attention event).
+
 An UNKNOWN node with no completed side effect derives None on purpose: node_recovery
 resolves it, and only after that is the request's fate known.
 
@@ -33,6 +42,8 @@ from qtg.domain.states import NodeState, RequestState
 N = NodeState
 _DONE = frozenset({N.COMPLETED, N.SKIPPED})
 _EXECUTING = frozenset({N.SUBMITTING, N.SUBMITTED, N.OBSERVING})
+#: UNKNOWN nodes with these error codes are left for an operator: recovery skips them.
+OPERATOR_ONLY_CODES = frozenset({"OBSERVATION_TIMEOUT"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +54,7 @@ class NodeView:
     node_kind: str
     action_type: str
     node_state: NodeState
+    error_code: str | None = None
 
     def __post_init__(self) -> None:
         # Rows arrive with plain text states; refuse an unknown one rather than mis-derive.
@@ -52,6 +64,11 @@ class NodeView:
 def has_side_effect(node: NodeView) -> bool:
     """An action node that COMPLETED: money moved, so a later failure needs a human."""
     return node.node_kind == "action" and node.node_state == N.COMPLETED
+
+
+def waits_for_operator(node: NodeView) -> bool:
+    """An UNKNOWN node that no worker will resolve by itself."""
+    return node.node_state == N.UNKNOWN and node.error_code in OPERATOR_ONLY_CODES
 
 
 def derive_request_state(nodes: Sequence[NodeView]) -> RequestState | None:
@@ -64,6 +81,8 @@ def derive_request_state(nodes: Sequence[NodeView]) -> RequestState | None:
     side_effect = any(has_side_effect(n) for n in nodes)
     in_flight = bool(states & _EXECUTING)
     if side_effect and (N.FAILED in states or N.UNKNOWN in states) and not in_flight:
+        return RequestState.MANUAL_INTERVENTION
+    if not in_flight and any(waits_for_operator(n) for n in nodes):
         return RequestState.MANUAL_INTERVENTION
     if N.FAILED in states and not in_flight and N.UNKNOWN not in states:
         return RequestState.FAILED

@@ -51,6 +51,7 @@ NODE_TRANSITIONS: frozenset[tuple[NodeState, NodeState]] = frozenset(
         (N.SUBMITTING, N.COMPLETED),  # recovered: it happened and is final
         (N.SUBMITTING, N.FAILED),  # refused before any side effect, or recovered: never happened
         (N.SUBMITTING, N.UNKNOWN),  # submit outcome cannot be determined
+        (N.SUBMITTING, N.READY),  # recovered: provably never happened, new attempt (0007)
         (N.SUBMITTED, N.OBSERVING),
         (N.SUBMITTED, N.COMPLETED),
         (N.SUBMITTED, N.FAILED),
@@ -62,6 +63,7 @@ NODE_TRANSITIONS: frozenset[tuple[NodeState, NodeState]] = frozenset(
         (N.UNKNOWN, N.OBSERVING),
         (N.UNKNOWN, N.COMPLETED),
         (N.UNKNOWN, N.FAILED),
+        (N.UNKNOWN, N.READY),  # recovered: provably never happened, new attempt (0007)
         (N.FAILED, N.READY),  # operator retry (attempt_no + 1)
     }
 )

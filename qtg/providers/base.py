@@ -54,7 +54,12 @@ class ObserveResult(msgspec.Struct, frozen=True, kw_only=True):
 class RecoverOutcome(StrEnum):
     SUBMITTED = "submitted"  # it happened and is still in flight: observe it again
     COMPLETED = "completed"  # it happened and is final
-    FAILED = "failed"  # it did not happen (or failed for good): safe to retry by hand
+    FAILED = "failed"  # it failed for good (or did not happen): safe to retry by hand
+    # The provider PROVES that nothing happened under this attempt's idempotency
+    # key (no record of it at all): qtg may make a new attempt by itself, with a
+    # new key, up to MG_NODE_MAX_ATTEMPTS (issue 10; beyond the reference).
+    # Answer it only when a late arrival of the old attempt is impossible.
+    NOT_SUBMITTED = "not_submitted"
     UNKNOWN = "unknown"  # still cannot tell: leave it for the next pass / an operator
 
 

@@ -116,7 +116,8 @@ WORKERS: tuple[WorkerSpec, ...] = (
                "node_observe_interval_seconds", "qtg_observe",
                next_due="qtg.services.observe.next_observe_due"),
     WorkerSpec("node_recovery", "core", "qtg.services.recover.recover_unknown_nodes",
-               "node_recovery_interval_seconds", "qtg_recover"),
+               "node_recovery_interval_seconds", "qtg_recover",
+               next_due="qtg.services.recover.next_recovery_due"),
     # ---- always-on, sidecar group (a crash is logged; the rest runs on)
     WorkerSpec("callback_dispatcher", "sidecar",
                "qtg.services.callbacks.dispatch_pending_callbacks",

@@ -352,6 +352,7 @@ async def dispatch_pending_callbacks(
             {
                 "limit": settings.callback_batch_size,
                 "lease_seconds": timeout + LEASE_MARGIN_SECONDS,
+                "network_class": settings.network_class,
             },
         )
         await _sign_once(tx, settings, rows)
@@ -398,7 +399,7 @@ async def _sign_once(tx: Tx, settings: Settings, rows: list[dict[str, Any]]) -> 
 
 async def next_due(ctx: ServiceContext) -> datetime | None:
     """The earliest pending next_attempt_at (a retry, or a lease running out)."""
-    return await ctx.db.fetchval(SQL.next_due)
+    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})
 
 
 async def _deliver(

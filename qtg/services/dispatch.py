@@ -11,17 +11,34 @@ resolves through recover() — submit is never called twice for one attempt.
 
 Nothing before the write-ahead commit has a side effect, so any failure there
 is a safe FAILED (an operator may retry). After it, only the executor's own
-`SubmitRejected` means "nothing happened"; any other error is UNKNOWN.
+`SubmitRejected` means "nothing happened"; any other error is UNKNOWN — except
+a dead database connection (psycopg.OperationalError), which says nothing about
+the provider: the node is left SUBMITTING, for recovery to find out.
+
+Lock order (relied on by `_submit`): while submit runs and while its outcome
+is written, `_submit` holds exactly one row, its SUBMITTING node, and waits for
+no other lock. The request is locked afterwards, in a transaction of its own,
+to move the request on. The observer, recovery and the API operations do hold
+a request and then touch its nodes (the API paths take the request with a
+plain, waiting FOR UPDATE) — but none of them waits for a SUBMITTING node's
+row: claims skip locked rows, and the API's node updates are filtered to
+BLOCKED/READY/FAILED nodes. So no cycle can form, and a submit's outcome is
+never lost behind an observer's provider call (issue 10). Every claim and
+lock of a request or node row is FOR NO KEY UPDATE, not FOR UPDATE: as
+exclusive among the workers and the API, but not in conflict with the
+foreign-key checks (FOR KEY SHARE) of the movement_events rows that the
+outcome's UPDATE writes — with FOR UPDATE those would wait for the request.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import psycopg
 
 from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.context import ExecutionContext
@@ -32,6 +49,7 @@ from qtg.domain.execution import (
     plan_hash_drifted,
     risk_control_violation,
 )
+from qtg.domain.faults import CLAIM_TRIES_PER_PASS, CLAIM_TRIES_PER_TRANSACTION
 from qtg.domain.plan import PlanError
 from qtg.domain.refs import ConfigRefResolutionError
 from qtg.domain.states import NodeState, RequestState
@@ -56,8 +74,7 @@ SQL = sql_family(
 
 N, R = NodeState, RequestState
 
-#: How many unlocked candidate ids one listing returns; the walk lists again,
-#: excluding the ids already tried, when all of them missed.
+#: How many unlocked candidate ids one listing returns.
 CANDIDATE_PAGE = 10
 
 
@@ -80,52 +97,116 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
 
     With MG_NODE_DISPATCH_CONCURRENCY = n > 1 a pass runs n such single-node
     dispatches side by side, each its own claim and transactions — as n
-    runtime processes would. The default, 1, is the reference's serial
-    dispatcher. Returns how many nodes were dispatched.
+    runtime processes would, so one that fails does not cancel the others'
+    submits (the first failure is raised once all have finished). The
+    default, 1, is the reference's serial dispatcher. Returns how many nodes
+    were dispatched.
     """
     concurrency = ctx.settings.node_dispatch_concurrency
     if concurrency == 1:
         return await dispatch_one_node(ctx)
-    return await run_each(lambda _: dispatch_one_node(ctx), range(concurrency), concurrency)
+    failures: list[Exception] = []
+
+    async def isolated(_: int) -> int:
+        try:
+            return await dispatch_one_node(ctx)
+        except Exception as exc:  # the siblings' submits must finish: raised below
+            failures.append(exc)
+            return 0
+
+    done = await run_each(isolated, range(concurrency), concurrency)
+    if failures:
+        raise failures[0]
+    return done
 
 
 async def dispatch_one_node(ctx: ServiceContext) -> int:
     """Claim at most one READY node and drive it as far as submit. Returns 0 or 1."""
-    async with ctx.db.transaction() as tx:
-        claimed = await _claim_and_read(tx)
-        if claimed is None:
-            return 0
-        submission = await _prepare(ctx, tx, *claimed)
-    # the write-ahead commit happened when the transaction above closed
-    if submission is not None:
-        await _submit(ctx, submission)
-    return 1
-
-
-async def claim_ready_node(tx: Tx) -> dict[str, Any] | None:
-    """The reference's per-candidate claim: walk unlocked FIFO candidates; a
-    miss rolls back only that attempt's savepoint, releasing any partial lock,
-    and the walk goes on past the ids already tried. Returns the claimed node
-    (node and request locked) with its id and request id, or None."""
-    tried: list[Any] = []
-    while True:
-        candidates = await tx.fetch(
-            SQL.list_candidates, {"tried": tried, "limit": CANDIDATE_PAGE}
+    walk = ClaimWalk(ctx.settings.network_class)
+    while not walk.finished:
+        async with ctx.db.transaction() as tx:
+            claimed = await walk.step(tx)
+            if claimed is None:
+                continue  # nothing claimed: this transaction did nothing
+            submission = await _prepare(ctx, tx, *claimed)
+        # the write-ahead commit happened when the transaction above closed
+        if submission is not None:
+            await _submit(ctx, submission)
+        return 1
+    if not walk.exhausted:
+        log.warning(
+            "dispatch claim walk stopped at its bound; the rest waits for the next pass",
+            extra={"tries": walk.tries, "locked_requests": len(walk.missed_requests)},
         )
-        if not candidates:
-            return None
-        for candidate in candidates:
-            row = await tx.claim(SQL.claim_candidate, {"candidate_id": candidate["id"]})
-            if row is not None:
-                return row
-            tried.append(candidate["id"])
+    return 0
 
 
-async def _claim_and_read(tx: Tx) -> tuple[Any, progress.Snapshot] | None:
-    row = await claim_ready_node(tx)
-    if row is None:
+@dataclass(slots=True)
+class ClaimWalk:
+    """The reference's per-candidate claim walk (§1), bounded.
+
+    Each step runs in one transaction (thread side, `Tx.batch`): walk unlocked
+    FIFO candidates and claim each under a miss-only savepoint — a miss rolls
+    back only that savepoint, releasing any partial lock. Beyond the reference
+    (issue 10), a miss excludes the candidate's whole request from the rest of
+    the walk (its READY nodes all miss while someone holds it), a step makes
+    at most CLAIM_TRIES_PER_TRANSACTION claims (each is a subtransaction), and
+    the walk stops after CLAIM_TRIES_PER_PASS claims in all.
+    """
+
+    network_class: str
+    missed_requests: list[Any] = field(default_factory=list)
+    tries: int = 0
+    exhausted: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.exhausted or self.tries >= CLAIM_TRIES_PER_PASS
+
+    async def claim(self, tx: Tx) -> dict[str, Any] | None:
+        """One transaction's share of the walk: the claimed row (node and request
+        locked), or None — then `exhausted` says whether anything is left."""
+        budget = min(CLAIM_TRIES_PER_TRANSACTION, CLAIM_TRIES_PER_PASS - self.tries)
+        while budget > 0:
+            candidates = await tx.fetch(
+                SQL.list_candidates,
+                {
+                    "tried": self.missed_requests,
+                    "network_class": self.network_class,
+                    "limit": CANDIDATE_PAGE,
+                },
+            )
+            if not candidates:
+                self.exhausted = True
+                return None
+            for candidate in candidates:
+                if candidate["request_id"] in self.missed_requests:
+                    continue  # a sibling of this page already missed on it
+                if budget == 0:
+                    return None
+                budget -= 1
+                self.tries += 1
+                row = await tx.claim(
+                    SQL.claim_candidate,
+                    {"candidate_id": candidate["id"], "network_class": self.network_class},
+                )
+                if row is not None:
+                    return row
+                self.missed_requests.append(candidate["request_id"])
         return None
-    return row["id"], await progress.load_snapshot(tx, row["request_id"], plan_edges=True)
+
+    async def step(self, tx: Tx) -> tuple[Any, progress.Snapshot] | None:
+        """`claim`, then read the claimed node's request."""
+        row = await self.claim(tx)
+        if row is None:
+            return None
+        return row["id"], await progress.load_snapshot(tx, row["request_id"], plan_edges=True)
+
+
+async def claim_ready_node(tx: Tx, network_class: str) -> dict[str, Any] | None:
+    """Claim one READY node (node and request locked) within `tx`'s share of the
+    walk; its id and request id."""
+    return await ClaimWalk(network_class).claim(tx)
 
 
 async def _prepare(
@@ -225,7 +306,9 @@ async def _prepare(
 async def _submit(ctx: ServiceContext, sub: Submission) -> None:
     """Call submit while holding the SUBMITTING row (recovery skips locked rows),
     then record what happened. Cancellation (shutdown) rolls back and leaves
-    SUBMITTING for recovery — exactly as a crash would."""
+    SUBMITTING for recovery — exactly as a crash would; so does a dead database
+    connection. See the module docstring for the lock order."""
+    outcome: tuple[NodeState, str, str] | None = None
     async with ctx.db.transaction() as tx:
         held = await tx.fetchrow(
             SQL.lock_submitting, {"node_id": sub.node_id, "attempt_no": sub.attempt_no}
@@ -236,13 +319,20 @@ async def _submit(ctx: ServiceContext, sub: Submission) -> None:
                 extra={"node_id": str(sub.node_id)},
             )
             return
-        outcome: tuple[NodeState, str, str] | None = None
         try:
             result = await sub.executor.submit(
                 sub.context, sub.prepared, sub.signature, sub.idempotency_key
             )
         except SubmitRejected as exc:
             outcome = (N.FAILED, exc.code, exc.detail)
+        except psycopg.OperationalError as exc:
+            # Not the provider's answer: the connection died under us. Writing
+            # anything would guess; recovery asks recover() after the grace.
+            log.warning(
+                "database connection lost around submit; leaving SUBMITTING for recovery",
+                extra={"node_id": str(sub.node_id), "error": type(exc).__name__},
+            )
+            raise
         except Exception as exc:
             log.warning(
                 "submit outcome unknown",
@@ -259,8 +349,12 @@ async def _submit(ctx: ServiceContext, sub: Submission) -> None:
                 },
             )
             return
-        # Lock order node → request cannot deadlock: every other path takes the
-        # request with SKIP LOCKED, or never touches this SUBMITTING node.
+        # The outcome first, on the one row we hold: committed without waiting
+        # behind whoever holds the request (an observer's provider call).
+        progress.record_node_error(tx, sub.node_id, *outcome)
+    # Then the request follows, under its lock; we hold nothing else now.
+    async with ctx.db.transaction() as tx:
         await tx.fetchrow(SQL.lock_request, {"request_id": sub.request_id})
         snap = await progress.load_snapshot(tx, sub.request_id)
-        await progress.node_finished_badly(tx, snap, snap.node_by_id(sub.node_id), *outcome)
+        await progress.refresh_frontier(tx, snap)
+        await progress.settle_request_state(tx, snap)

@@ -25,7 +25,12 @@ async def expire_pending_requests(ctx: ServiceContext) -> int:
     """The expiration_checker pass: expire what is due, audit each, return how many."""
     async with ctx.db.transaction() as tx:
         expired = await tx.fetch(
-            SQL.expire_due, {"limit": ctx.settings.expiration_batch_size, "actor": ACTOR}
+            SQL.expire_due,
+            {
+                "limit": ctx.settings.expiration_batch_size,
+                "actor": ACTOR,
+                "network_class": ctx.settings.network_class,
+            },
         )
         for row in expired:
             await record_audit(
@@ -41,4 +46,4 @@ async def expire_pending_requests(ctx: ServiceContext) -> int:
 
 async def next_due(ctx: ServiceContext) -> datetime | None:
     """The earliest expires_at among PENDING_APPROVAL requests."""
-    return await ctx.db.fetchval(SQL.next_due)
+    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})

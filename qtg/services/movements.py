@@ -21,6 +21,8 @@ from typing import Any
 
 from qtg.config import Settings
 from qtg.db import Database, Jsonb, Tx, sql_family
+from qtg.domain.derive import NodeView
+from qtg.domain.faults import completed_side_effects, four_eyes_violation
 from qtg.domain.plan import canonical_json, compile_graph, compiled_plan_hash
 from qtg.domain.states import IN_FLIGHT_NODE_STATES, NodeState, RequestState
 from qtg.services import progress
@@ -330,6 +332,16 @@ def _node_or_404(snap: progress.Snapshot, node_key: str) -> dict[str, Any]:
         ) from None
 
 
+def _check_four_eyes(d: _Decision, decision: str, node: Mapping[str, Any]) -> None:
+    why = four_eyes_violation(decision, d.row["created_by"], d.actor, node)
+    if why is not None:
+        raise Forbidden(
+            why,
+            code="FOUR_EYES",
+            detail={"created_by": d.row["created_by"], "node_key": node["node_key"]},
+        )
+
+
 _PENDING = frozenset({R.PENDING_APPROVAL})
 
 
@@ -384,9 +396,22 @@ async def cancel_movement(
 ) -> dict[str, Any]:
     """Stop a movement. Refused while any node's side effect may be in flight
     (SUBMITTING/SUBMITTED/OBSERVING/UNKNOWN): cancelling cannot undo money that
-    is moving; reconcile those nodes first."""
+    is moving; reconcile those nodes first. Refused too once any action node
+    has COMPLETED (issue 10): cancelling then would skip the rest of a
+    half-moved transfer (a bridge burned, never minted) without paging anyone.
+    Such a movement is finished by resume/retry, or reconciled by hand."""
     async with _deciding(db, request_id, actor, "cancel", _CANCELLABLE) as d:
         snap = await d.snapshot()
+        done = completed_side_effects(
+            NodeView(n["node_key"], n["node_kind"], n["action_type"], n["node_state"])
+            for n in snap.nodes
+        )
+        if done:
+            raise Conflict(
+                "cannot cancel a movement after a side effect has completed",
+                code="SIDE_EFFECTS_COMPLETED",
+                detail={"current_state": d.row["request_state"], "nodes": done},
+            )
         in_flight = [n["node_key"] for n in snap.nodes if n["node_state"] in IN_FLIGHT_NODE_STATES]
         if in_flight:
             raise Conflict(
@@ -426,10 +451,12 @@ async def retry_node(
     db: Database, request_id: object, node_key: str, *, actor: str
 ) -> dict[str, Any]:
     """A FAILED node goes back to READY for a new attempt (a new idempotency key:
-    FAILED means the last attempt is known not to have moved money)."""
+    FAILED means the last attempt is known not to have moved money). Four-eyes
+    for an action node: a new submission moves money, so not by the creator."""
     async with _deciding(db, request_id, actor, "retry a node of", _RETRYABLE) as d:
         snap = await d.snapshot()
         node = _node_or_404(snap, node_key)
+        _check_four_eyes(d, "retry", node)
         if node["node_state"] != N.FAILED:
             raise _node_conflict(
                 node,
@@ -465,6 +492,7 @@ async def complete_manual_node(
         node = _node_or_404(snap, node_key)
         if node["node_kind"] != "manual":
             raise _node_conflict(node, f"node {node_key} is not a manual node", "NOT_MANUAL")
+        _check_four_eyes(d, "complete_manual", node)
         if node["node_state"] != N.READY:
             raise _node_conflict(
                 node,

@@ -30,16 +30,19 @@ SQL = sql_family("observe", "list_due", "claim_node", "record_pending", "next_du
 DB_SQL = sql_family("db", "now")
 
 N, R = NodeState, RequestState
-#: Nodes still being worked on by a worker.
-IN_PROGRESS = frozenset({N.SUBMITTING, N.SUBMITTED, N.OBSERVING})
-
 #: Observations of one pass that run at the same time (each holds a pooled connection).
 CONCURRENCY = 5
 
 
 async def observe_active_nodes(ctx: ServiceContext) -> int:
     """One pass: observe every due node of the snapshot; returns how many were observed."""
-    due = await ctx.db.fetch(SQL.list_due, {"limit": ctx.settings.node_observe_batch_size})
+    due = await ctx.db.fetch(
+        SQL.list_due,
+        {
+            "limit": ctx.settings.node_observe_batch_size,
+            "network_class": ctx.settings.network_class,
+        },
+    )
     if not due:
         return 0
     return await run_each(lambda row: _observe_one(ctx, row["id"]), due, CONCURRENCY)
@@ -47,13 +50,17 @@ async def observe_active_nodes(ctx: ServiceContext) -> int:
 
 async def next_observe_due(ctx: ServiceContext) -> datetime | None:
     """The earliest next_observe_at of an observable node (None: nothing to observe)."""
-    return await ctx.db.fetchval(SQL.next_due)
+    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})
 
 
 async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
     async with ctx.db.transaction() as tx:
         claimed = await tx.batch(
-            lambda b: progress.claim_and_read(b, SQL.claim_node, {"node_id": node_id})
+            lambda b: progress.claim_and_read(
+                b,
+                SQL.claim_node,
+                {"node_id": node_id, "network_class": ctx.settings.network_class},
+            )
         )
         if claimed is None:
             return 0
@@ -83,12 +90,9 @@ async def _observe_claimed(
             "not finished within timeout_policy.observe_seconds="
             f"{node['timeout_policy'].get('observe_seconds')}",
         )
-        # The timeout is a paging signal: with no completed side effect the
-        # derivation alone would leave the request EXECUTING, silently.
-        if snap.request["request_state"] == R.EXECUTING and not any(
-            n["node_state"] in IN_PROGRESS for n in snap.nodes
-        ):
-            await progress.set_request_state(tx, snap, R.MANUAL_INTERVENTION)
+        # The timeout is a paging signal: the derivation (waits_for_operator)
+        # moves the request to MANUAL_INTERVENTION once nothing is in flight —
+        # now, or when the last sibling settles.
         return
 
     async def observe_later(

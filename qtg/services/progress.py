@@ -95,7 +95,9 @@ async def settle_request_state(tx: Tx, snap: Snapshot) -> RequestState | None:
     current = RequestState(snap.request["request_state"])
     derived = derive_request_state(
         [
-            NodeView(n["node_key"], n["node_kind"], n["action_type"], n["node_state"])
+            NodeView(
+                n["node_key"], n["node_kind"], n["action_type"], n["node_state"], n["error_code"]
+            )
             for n in snap.nodes
         ]
     )
@@ -114,6 +116,23 @@ async def refresh_frontier(tx: Tx, snap: Snapshot) -> None:
         snap.request["current_frontier"] = frontier
 
 
+def record_node_error(
+    tx: Tx, node_id: object, state: NodeState, error_code: str, error_detail: str | None
+) -> None:
+    """Write a node's FAILED/UNKNOWN outcome, and nothing else: the caller moves
+    the request on (node_finished_badly), now or in a later transaction."""
+    assert state in (N.FAILED, N.UNKNOWN)
+    tx.defer(
+        SQL.set_node_error,
+        {
+            "node_id": node_id,
+            "node_state": state,
+            "error_code": error_code,
+            "error_detail": (error_detail or "")[:2000] or None,
+        },
+    )
+
+
 async def node_finished_badly(
     tx: Tx,
     snap: Snapshot,
@@ -123,16 +142,7 @@ async def node_finished_badly(
     error_detail: str | None = None,
 ) -> None:
     """A node ends FAILED or UNKNOWN; the request state follows from the nodes."""
-    assert state in (N.FAILED, N.UNKNOWN)
-    tx.defer(
-        SQL.set_node_error,
-        {
-            "node_id": node["id"],
-            "node_state": state,
-            "error_code": error_code,
-            "error_detail": (error_detail or "")[:2000] or None,
-        },
-    )
+    record_node_error(tx, node["id"], state, error_code, error_detail)
     node["node_state"] = state
     node["error_code"] = error_code
     await refresh_frontier(tx, snap)

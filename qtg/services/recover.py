@@ -1,20 +1,33 @@
 """node_recovery (reference §3): find out what really happened to UNKNOWN nodes
-and to SUBMITTING nodes stranded past the grace cutoff.
+and to SUBMITTING nodes stranded past their lane's grace cutoff.
 
 Four arms in priority order — CCIP, Stargate, CEX, everything else — each
-taking max(1, batch // 4), longest-idle first, of EXECUTING requests only.
-The executor's recover() looks the attempt's idempotency key up at the
-provider: it happened (→ SUBMITTED for re-observation, or COMPLETED), it did
-not (→ FAILED, safe to retry by hand), or it still cannot tell.
+taking max(1, batch // 4), longest-idle first, of EXECUTING requests of this
+deployment's network class only. The executor's recover() looks the attempt's
+idempotency key up at the provider:
+
+- it happened → SUBMITTED for re-observation, or COMPLETED;
+- it failed for good → FAILED (safe to retry by hand);
+- it provably never happened (NOT_SUBMITTED) → back to READY for a new
+  attempt while attempts remain (MG_NODE_MAX_ATTEMPTS), else FAILED. Beyond the
+  reference, which says FAILED: a database restart or a crash between the
+  write-ahead commit and submit must not fail a movement whose money never
+  moved, nor leave a bridge half-done waiting for a person (issue 10);
+- it still cannot tell (or recover raised, or the executor is gone) → the
+  node is paced: next_recover_at moves back (faults.recovery_retry_delay) and
+  the pass does NOT count it, so the drain rule does not go round at once.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
+from qtg.config import Settings
 from qtg.db import Jsonb, sql_family
 from qtg.domain.execution import build_execution_context
+from qtg.domain.faults import may_attempt_again, recovery_retry_delay, submitting_grace_seconds
 from qtg.domain.observe_policy import RECOVERY_LANES, recovery_arm_size
 from qtg.domain.states import NodeState
 from qtg.providers.base import RecoverOutcome
@@ -24,7 +37,15 @@ from qtg.services.context import ServiceContext
 
 log = logging.getLogger("qtg.services.recover")
 
-SQL = sql_family("recover", "list_candidates", "claim_node", "record_in_flight", "touch_node")
+SQL = sql_family(
+    "recover",
+    "list_candidates",
+    "claim_node",
+    "record_in_flight",
+    "touch_node",
+    "new_attempt",
+    "next_due",
+)
 
 N = NodeState
 
@@ -36,16 +57,29 @@ NAMED_PATTERNS = [p for p in LANE_PATTERNS.values() if p is not None]
 CONCURRENCY = 5
 
 
+def lane_grace_seconds(settings: Settings, lane: str) -> float:
+    """A lane's SUBMITTING grace cutoff: MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_<LANE>,
+    else MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS."""
+    per_lane = {
+        name: getattr(settings, f"node_recovery_submitting_grace_seconds_{name}")
+        for name in RECOVERY_LANES
+    }
+    return submitting_grace_seconds(lane, per_lane, settings.node_recovery_submitting_grace_seconds)
+
+
 async def recover_unknown_nodes(ctx: ServiceContext) -> int:
-    """One pass over the four arms; returns how many nodes recovery looked at."""
+    """One pass over the four arms; returns how many nodes recovery resolved
+    (an undecided node is not counted: nothing changed, no reason to go round)."""
     settings = ctx.settings
     arm = recovery_arm_size(settings.node_recovery_batch_size)
     total = 0
     for lane in RECOVERY_LANES:
+        grace = lane_grace_seconds(settings, lane)
         candidates = await ctx.db.fetch(
             SQL.list_candidates,
             {
-                "grace_seconds": settings.node_recovery_submitting_grace_seconds,
+                "network_class": settings.network_class,
+                "grace_seconds": grace,
                 "lane_pattern": LANE_PATTERNS[lane],
                 "named_patterns": NAMED_PATTERNS,
                 "limit": arm,
@@ -53,31 +87,45 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
         )
         if candidates:
             total += await run_each(
-                lambda row: _recover_one(ctx, row["id"]), candidates, CONCURRENCY
+                lambda row, g=grace: _recover_one(ctx, row["id"], g), candidates, CONCURRENCY
             )
     return total
 
 
-async def _recover_one(ctx: ServiceContext, node_id: Any) -> int:
+async def next_recovery_due(ctx: ServiceContext) -> datetime | None:
+    """The earliest next attempt of a paced UNKNOWN node (None: none waiting)."""
+    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})
+
+
+async def _recover_one(ctx: ServiceContext, node_id: Any, grace_seconds: float) -> int:
+    settings = ctx.settings
     async with ctx.db.transaction() as tx:
         params = {
             "node_id": node_id,
-            "grace_seconds": ctx.settings.node_recovery_submitting_grace_seconds,
+            "network_class": settings.network_class,
+            "grace_seconds": grace_seconds,
         }
         claimed = await tx.batch(lambda b: progress.claim_and_read(b, SQL.claim_node, params))
         if claimed is None:
             return 0
         _, snap = claimed
         node = snap.node_by_id(node_id)
-        was = node["node_state"]
 
-        async def inconclusive(detail: str) -> None:
-            if was == N.SUBMITTING:
+        async def undecided(detail: str) -> int:
+            if node["node_state"] == N.SUBMITTING:
                 await progress.node_finished_badly(
                     tx, snap, node, N.UNKNOWN, "RECOVERY_INCONCLUSIVE", detail
                 )
-            else:
-                tx.defer(SQL.touch_node, {"node_id": node_id, "error_detail": detail[:2000]})
+            delay = recovery_retry_delay(
+                node["recover_attempts"] + 1,
+                settings.node_recovery_retry_base_seconds,
+                settings.node_recovery_retry_max_seconds,
+            )
+            tx.defer(
+                SQL.touch_node,
+                {"node_id": node_id, "error_detail": detail[:2000], "delay_seconds": delay},
+            )
+            return 0
 
         try:
             context = build_execution_context(snap.request, node, snap.nodes, in_flight=True)
@@ -88,8 +136,7 @@ async def _recover_one(ctx: ServiceContext, node_id: Any) -> int:
                 "recover raised",
                 extra={"node_key": node["node_key"], "error": f"{type(exc).__name__}: {exc}"},
             )
-            await inconclusive(f"recover raised {type(exc).__name__}: {exc}")
-            return 1
+            return await undecided(f"recover raised {type(exc).__name__}: {exc}")
 
         if result.outcome == RecoverOutcome.SUBMITTED:
             tx.defer(
@@ -103,7 +150,27 @@ async def _recover_one(ctx: ServiceContext, node_id: Any) -> int:
             )
         elif result.outcome == RecoverOutcome.COMPLETED:
             await progress.complete_node(tx, snap, node, result.provider_refs, result.artifacts)
-        elif result.outcome == RecoverOutcome.FAILED:
+        elif result.outcome == RecoverOutcome.NOT_SUBMITTED and may_attempt_again(
+            node["attempt_no"], settings.node_max_attempts
+        ):
+            log.info(
+                "attempt never happened; node READY for a new attempt",
+                extra={"node_key": node["node_key"], "attempt_no": node["attempt_no"]},
+            )
+            tx.defer(
+                SQL.new_attempt,
+                {
+                    "node_id": node_id,
+                    "error_code": result.error_code or "NOT_SUBMITTED",
+                    "error_detail": (
+                        f"attempt {node['attempt_no']} never happened"
+                        f" ({result.error_detail or 'recover: not submitted'}); attempting again"
+                    )[:2000],
+                },
+            )
+            node["node_state"] = N.READY
+            await progress.refresh_frontier(tx, snap)
+        elif result.outcome in (RecoverOutcome.FAILED, RecoverOutcome.NOT_SUBMITTED):
             await progress.node_finished_badly(
                 tx,
                 snap,
@@ -113,5 +180,5 @@ async def _recover_one(ctx: ServiceContext, node_id: Any) -> int:
                 result.error_detail,
             )
         else:
-            await inconclusive(result.error_detail or "provider cannot tell yet")
+            return await undecided(result.error_detail or "provider cannot tell yet")
         return 1

@@ -5,13 +5,15 @@
 -- across HTTP. If the sender dies mid-flight the lease runs out and the row is
 -- sent again (delivery is at-least-once; receivers dedupe by nonce).
 WITH due AS (
-    SELECT id
-    FROM movement_callback_outbox
-    WHERE status = 'pending'
-      AND next_attempt_at <= now()
-    ORDER BY created_at ASC, id ASC
+    SELECT o.id
+    FROM movement_callback_outbox o
+    JOIN movement_requests r ON r.id = o.request_id
+    WHERE o.status = 'pending'
+      AND o.next_attempt_at <= now()
+      AND r.network_class = %(network_class)s
+    ORDER BY o.created_at ASC, o.id ASC
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE movement_callback_outbox AS o
 SET next_attempt_at = now() + make_interval(secs => %(lease_seconds)s)

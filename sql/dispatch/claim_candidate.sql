@@ -9,4 +9,5 @@ WHERE movement_request_nodes.id = %(candidate_id)s
   AND movement_request_nodes.node_state = 'READY'
   AND movement_request_nodes.node_kind <> 'manual'
   AND movement_requests.request_state IN ('APPROVED', 'EXECUTING')
-FOR UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED
+  AND movement_requests.network_class = %(network_class)s
+FOR NO KEY UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED

@@ -6,4 +6,4 @@ FROM movement_request_nodes
 WHERE id = %(node_id)s
   AND node_state = 'SUBMITTING'
   AND attempt_no = %(attempt_no)s
-FOR UPDATE
+FOR NO KEY UPDATE

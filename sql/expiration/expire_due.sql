@@ -7,6 +7,7 @@ WITH due AS (
     SELECT id
     FROM movement_requests
     WHERE request_state = 'PENDING_APPROVAL'
+      AND network_class = %(network_class)s
       AND expires_at IS NOT NULL
       AND expires_at < now()
     LIMIT %(limit)s

@@ -2,4 +2,4 @@
 SELECT r.*
 FROM movement_requests r
 WHERE r.id = %(request_id)s
-FOR UPDATE
+FOR NO KEY UPDATE

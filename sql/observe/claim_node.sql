@@ -6,6 +6,7 @@ JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_
 WHERE movement_request_nodes.id = %(node_id)s
   AND movement_request_nodes.node_state IN ('SUBMITTED', 'OBSERVING')
   AND movement_requests.request_state = 'EXECUTING'
+  AND movement_requests.network_class = %(network_class)s
   AND (movement_request_nodes.next_observe_at IS NULL
        OR movement_request_nodes.next_observe_at <= now())
-FOR UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED
+FOR NO KEY UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED

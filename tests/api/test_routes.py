@@ -134,6 +134,9 @@ async def test_reject_cancel_resume_retry(api: Api) -> None:
     await api.db.execute(EXECUTE, {"request_id": uuid.UUID(rid)})
     await api.db.execute(FAIL_NODE, {"request_id": uuid.UUID(rid), "node_key": "withdraw"})
     r = await api["alice"].post(f"/v3/movements/{rid}/nodes/withdraw/retry")
+    assert r.status_code == 403, r.text  # four-eyes: the creator cannot resubmit
+    assert r.json()["error"]["code"] == "FOUR_EYES", r.text
+    r = await api["bob"].post(f"/v3/movements/{rid}/nodes/withdraw/retry")
     assert r.status_code == 200, r.text
     node = next(n for n in r.json()["nodes"] if n["node_key"] == "withdraw")
     assert node["node_state"] == "READY"

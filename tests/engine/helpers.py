@@ -11,7 +11,7 @@ import trio
 
 from qtg.db import Query
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import dispatch_ready_nodes
+from qtg.services.dispatch import ClaimWalk, Submission, _prepare, dispatch_ready_nodes
 from qtg.services.movements import approve_movement, create_movement, get_movement
 from qtg.services.observe import next_observe_due, observe_active_nodes
 from qtg.services.recover import recover_unknown_nodes
@@ -128,3 +128,14 @@ async def eventually(check: Callable[[], Awaitable[Any]], *, deadline: float = 2
 
 def states(m: dict[str, Any]) -> dict[str, str]:
     return {n["node_key"]: n["node_state"] for n in m["nodes"]}
+
+
+async def write_ahead_only(svc: ServiceContext) -> Submission:
+    """Claim and prepare one node and commit SUBMITTING — then "crash": no submit
+    call, and no record of one. Returns the prepared Submission."""
+    async with svc.db.transaction() as tx:
+        claimed = await tx.batch(ClaimWalk(svc.settings.network_class).step)
+        assert claimed is not None
+        submission = await _prepare(svc, tx, *claimed)
+    assert submission is not None
+    return submission

@@ -110,14 +110,17 @@ async def test_a_missed_claim_leaves_no_lock_behind(svc: ServiceContext, dsn: st
         async with other.transaction() as holder:
             await holder.fetch(LOCK_REQUEST)  # another worker holds the request
             async with svc.db.transaction() as tx:
-                assert await claim_ready_node(tx) is None  # the candidate was skipped
+                assert await claim_ready_node(tx, "default") is None  # the candidate was skipped
                 # ...and this still-open transaction holds no lock on the node
                 assert await trio.to_thread.run_sync(_node_lockable, dsn, ready["id"])
 
             # Control: the same joined claim without the savepoint rollback keeps
             # the node locked after skipping the request — what the savepoint is for.
             async with svc.db.transaction() as tx:
-                row = await tx.fetchrow(DISPATCH_SQL.claim_candidate, {"candidate_id": ready["id"]})
+                row = await tx.fetchrow(
+                    DISPATCH_SQL.claim_candidate,
+                    {"candidate_id": ready["id"], "network_class": "default"},
+                )
                 assert row is None
                 assert not await trio.to_thread.run_sync(_node_lockable, dsn, ready["id"])
     finally:
@@ -125,7 +128,7 @@ async def test_a_missed_claim_leaves_no_lock_behind(svc: ServiceContext, dsn: st
 
     # with the request free again, the claim succeeds
     async with svc.db.transaction() as tx:
-        claimed = await claim_ready_node(tx)
+        claimed = await claim_ready_node(tx, "default")
         assert claimed is not None and claimed["id"] == ready["id"]
 
 

@@ -11,10 +11,11 @@ import trio
 
 from qtg.db import Query
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import _claim_and_read, _prepare, dispatch_ready_nodes
+from qtg.services.dispatch import dispatch_ready_nodes
+from qtg.services.movements import get_movement
 from qtg.services.recover import recover_unknown_nodes
 
-from .helpers import Q, drive, eventually, movement, node, states, template
+from .helpers import Q, drive, eventually, movement, node, states, template, write_ahead_only
 
 UNKNOWN_BY_LANE = Query(
     "tests/unknown-by-lane",
@@ -78,28 +79,42 @@ async def test_longest_idle_unknown_node_goes_first(svc: ServiceContext) -> None
     assert [r["node_state"] for r in rows] == ["SUBMITTED", "UNKNOWN", "UNKNOWN"]
 
 
-async def _write_ahead_only(svc: ServiceContext):
-    """Claim and prepare one node and commit SUBMITTING — then "crash": no submit
-    call, and no record of one. Returns the prepared Submission."""
-    async with svc.db.transaction() as tx:
-        claimed = await tx.batch(_claim_and_read)
-        assert claimed is not None
-        submission = await _prepare(svc, tx, *claimed)
-    assert submission is not None
-    return submission
-
-
-async def test_stranded_submitting_node_that_never_submitted_fails_cleanly(
+async def test_stranded_submitting_node_that_never_submitted_is_attempted_again(
     svc: ServiceContext,
 ) -> None:
+    """Issue 10 item 2 (beyond the reference, which ends it FAILED): recover()
+    proves attempt 1 never happened, so the node goes back to READY and attempt
+    2 — a new idempotency key — completes the movement, one submission in all."""
     await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
     m = await movement(svc, "one")
-    await _write_ahead_only(svc)
+    await write_ahead_only(svc)
     # within the grace cutoff recovery leaves it alone: submit may still be running
     assert await recover_unknown_nodes(svc) == 0
     impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
     assert await recover_unknown_nodes(impatient) == 1
+    again = await svc.db.fetchrow(Q["node"], {"rid": m["id"], "key": "withdraw"})
+    assert (again["node_state"], again["attempt_no"], again["error_code"]) == (
+        "READY",
+        1,
+        "NOT_SUBMITTED",
+    )
     done = await drive(impatient, m["id"])
+    assert done["request_state"] == "COMPLETED"
+    subs = await svc.db.fetch(Q["submissions"])
+    assert [(s["attempt_no"], s["duplicate_submits"]) for s in subs] == [(2, 0)]
+
+
+async def test_a_never_submitted_node_fails_once_its_attempts_are_used_up(
+    svc: ServiceContext,
+) -> None:
+    await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
+    m = await movement(svc, "one")
+    await write_ahead_only(svc)
+    impatient = with_settings(
+        svc, node_recovery_submitting_grace_seconds=0.001, node_max_attempts=1
+    )
+    assert await recover_unknown_nodes(impatient) == 1
+    done = await get_movement(svc.db, m["id"])
     assert done["request_state"] == "FAILED"
     withdraw = done["nodes"][0]
     assert (withdraw["node_state"], withdraw["error_code"]) == ("FAILED", "NOT_SUBMITTED")
@@ -111,7 +126,7 @@ async def test_stranded_submitting_node_whose_submit_happened_completes_once(
 ) -> None:
     await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
     m = await movement(svc, "one")
-    sub = await _write_ahead_only(svc)
+    sub = await write_ahead_only(svc)
     # the side effect happens, and the process dies before recording it
     await sub.executor.submit(sub.context, sub.prepared, sub.signature, sub.idempotency_key)
     impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
@@ -126,7 +141,7 @@ async def test_recovery_skips_a_submitting_node_whose_submit_is_in_flight(
 ) -> None:
     await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
     await movement(svc, "one")
-    await _write_ahead_only(svc)
+    await write_ahead_only(svc)
     impatient = with_settings(svc, node_recovery_submitting_grace_seconds=0.001)
     lock = Query("tests/hold", "SELECT id FROM movement_request_nodes FOR UPDATE")
     async with svc.db.transaction() as live_submit:  # what _submit holds during submit()

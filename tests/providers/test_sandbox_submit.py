@@ -177,7 +177,7 @@ async def test_submit_rejected_leaves_no_row_and_recover_says_not_submitted(
     assert err.value.code == "SANDBOX_SUBMIT_REJECTED"
     assert await submissions(db) == []
     recovered = await sandbox.recover(ctx)
-    assert recovered.outcome is RecoverOutcome.FAILED
+    assert recovered.outcome is RecoverOutcome.NOT_SUBMITTED
     assert recovered.error_code == "NOT_SUBMITTED"
 
 
@@ -192,7 +192,10 @@ async def test_crash_before_the_side_effect_recovers_as_failed(
     assert not isinstance(err.value, ProviderError)
     assert await submissions(db) == []
     recovered = await sandbox.recover(ctx)
-    assert (recovered.outcome, recovered.error_code) == (RecoverOutcome.FAILED, "NOT_SUBMITTED")
+    assert (recovered.outcome, recovered.error_code) == (
+        RecoverOutcome.NOT_SUBMITTED,
+        "NOT_SUBMITTED",
+    )
 
 
 async def test_crash_after_the_side_effect_recovers_as_submitted(

@@ -5,7 +5,8 @@ per node, so one template can exercise the happy path on one branch and a
 crash inside submit on another:
 
     {"sandbox": {"latency_ms": 50, "observations_to_complete": 3,
-                 "fail": "submit_crash_after", "retry_after_seconds": 1}}
+                 "fail": "submit_crash_after", "retry_after_seconds": 1,
+                 "recover": "undecided"}}
 
 An unknown field or a wrong type is refused with a message naming it: a typo
 such as `"fial"` must not silently run the happy path.
@@ -34,6 +35,10 @@ class Fail(StrEnum):
     OBSERVE_UNKNOWN = "observe_unknown"  # the completing observation reports UNKNOWN
 
 
+class Recover(StrEnum):
+    UNDECIDED = "undecided"  # recover() answers "cannot tell yet", every time
+
+
 #: error_code reported for each injected failure, unless the config names another.
 DEFAULT_ERROR_CODES: dict[Fail, str] = {
     Fail.PREFLIGHT: "SANDBOX_PREFLIGHT_REJECTED",
@@ -58,6 +63,8 @@ class Behaviour(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     fail: Fail | None = None
     # Returned with every PENDING observation (the observer prefers it to its own interval).
     retry_after_seconds: Annotated[float, msgspec.Meta(ge=0, le=86_400)] | None = None
+    # How recover() answers (None: from the remote system's records, the truth).
+    recover: Recover | None = None
     # Overrides the error_code of the injected failure.
     error_code: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] | None = None
 

@@ -13,8 +13,8 @@ Money-safety properties the tests prove:
   original refs, and is counted in `duplicate_submits`.
 - a signature lane refuses (SubmitRejected, before any side effect) a payload
   whose hash is wrong or whose signature does not verify.
-- `recover()` reports SUBMITTED/COMPLETED only if the row exists, FAILED
-  (`NOT_SUBMITTED`) only if it does not.
+- `recover()` reports SUBMITTED/COMPLETED only if the row exists,
+  NOT_SUBMITTED only if it does not (unless told to be undecided).
 """
 
 from __future__ import annotations
@@ -39,7 +39,13 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
-from qtg.providers.sandbox.behaviour import Behaviour, Fail, SandboxConfigError, parse_behaviour
+from qtg.providers.sandbox.behaviour import (
+    Behaviour,
+    Fail,
+    Recover,
+    SandboxConfigError,
+    parse_behaviour,
+)
 from qtg.providers.sandbox.lanes import (
     ACTION_TYPES,
     LANES,
@@ -252,6 +258,13 @@ class SandboxExecutor:
         """
         lane = self._lane(ctx, ProviderError)
         behaviour = self._behaviour(ctx)
+        if behaviour.recover is Recover.UNDECIDED:
+            await _latency(behaviour)
+            return RecoverResult(
+                outcome=RecoverOutcome.UNKNOWN,
+                error_code="SANDBOX_RECOVER_UNDECIDED",
+                error_detail="injected: the provider cannot tell yet",
+            )
         if ctx.node_kind == "observe":  # nothing was sent: observing again is always safe
             count = await self._db.fetchval(
                 SQL.find_observation, {"request_node_id": ctx.request_node_id}
@@ -268,9 +281,9 @@ class SandboxExecutor:
             )
         row = await self._db.fetchrow(SQL.find_submission, {"idempotency_key": ctx.idempotency_key})
         await _latency(behaviour)
-        if row is None:
+        if row is None:  # the sandbox's records are complete: provably never sent
             return RecoverResult(
-                outcome=RecoverOutcome.FAILED,
+                outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="NOT_SUBMITTED",
                 error_detail=f"no submission under idempotency key {ctx.idempotency_key!r}",
             )
