@@ -13,6 +13,7 @@ from qtg.services.errors import Conflict, Forbidden, IdempotencyConflict, Invali
 from qtg.services.movements import (
     approve_movement,
     cancel_movement,
+    complete_manual_node,
     create_movement,
     get_movement,
     list_movements,
@@ -213,3 +214,36 @@ async def test_template_versions_and_invalid_graphs(svc: ServiceContext) -> None
     assert (await get_template(svc.db, "t"))["version"] == 2
     with pytest.raises(InvalidInput):
         await template(svc, "Bad Key", [node("a", "cex_withdrawal")], [])
+
+
+async def test_cancel_after_a_completed_side_effect_is_refused_naming_the_nodes(
+    svc: ServiceContext,
+) -> None:
+    # A bridge whose burn completed must not be cancelled: that would skip the
+    # mint (burned, never minted) with no page. The manual gate in between holds
+    # the movement in WAITING_MANUAL_ACTION with the burn done.
+    await template(
+        svc,
+        "bridge",
+        [
+            node("burn", "cctp_burn"),
+            node("gate", "manual_confirm", kind="manual"),
+            node("mint", "cctp_mint"),
+        ],
+        [["burn", "gate"], ["gate", "mint"]],
+    )
+    m = await movement(svc, "bridge")
+    await drive(svc, m["id"], stop=frozenset({"WAITING_MANUAL_ACTION"}))
+    with pytest.raises(Conflict) as refused:
+        await cancel_movement(svc.db, m["id"], actor="bob")
+    assert refused.value.code == "SIDE_EFFECTS_COMPLETED"
+    assert refused.value.detail["nodes"] == ["burn"]
+    after = await get_movement(svc.db, m["id"])
+    assert after["request_state"] == "WAITING_MANUAL_ACTION"
+    assert states(after) == {"burn": "COMPLETED", "gate": "READY", "mint": "BLOCKED"}
+
+    # The creator alone may not complete the gate that releases the mint (four-eyes).
+    with pytest.raises(Forbidden):
+        await complete_manual_node(svc.db, m["id"], "gate", actor="alice")
+    done = await complete_manual_node(svc.db, m["id"], "gate", actor="bob")
+    assert states(done)["gate"] == "COMPLETED"
