@@ -10,12 +10,11 @@ submission per action node.
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from qtg.db.embedded import EmbeddedPostgres
-from runtime.rt_procs import RuntimeProcess, base_env, private_dir, query, terminate_all, wait_until
+from runtime.rt_procs import RuntimeProcess, base_env, query, terminate_all, wait_until
+from runtime.test_runtime_db_restart import server  # noqa: F401 - fixture: a private PostgreSQL
 from runtime.test_runtime_end_to_end import CHAIN, POOL, create_and_approve, states
 
 pytestmark = pytest.mark.slow
@@ -39,33 +38,20 @@ def completed(dsn: str, ids: list[str]) -> int:
     return sum(1 for s in states(dsn, ids).values() if s == "COMPLETED")
 
 
-@pytest.fixture
-def server():
-    with private_dir("qtg-rt-chaos-") as path:
-        pg = EmbeddedPostgres(path / "private-pg")
-        pg.start()
-        try:
-            yield pg
-        finally:
-            pg.stop()
-
-
-def test_two_runtimes_drain_through_restarts_and_kills(server: EmbeddedPostgres) -> None:
+def test_two_runtimes_drain_through_restarts_and_kills(server: EmbeddedPostgres) -> None:  # noqa: F811
     dsn = server.ensure_database("qtg")
-    names = itertools.count()
     procs: list[RuntimeProcess] = []
 
     def start(*args: str) -> RuntimeProcess:
         proc = RuntimeProcess.launcher(base_env(MG_DATABASE_URL=dsn, **ENV), *args)
         procs.append(proc)
-        next(names)
         return proc
 
     try:
         start("--migrate", "--seed-demo").wait_ready(30)
         start().wait_ready(30)
         ids = create_and_approve(dsn, CHAIN, MOVEMENTS, batch="chaos")
-        live = [p for p in procs]
+        live = list(procs)
         step = MOVEMENTS // (len(EVENTS) + 2)
         for number, event in enumerate(EVENTS, start=1):
             # progress first, so every event lands in the middle of the drain
@@ -83,8 +69,9 @@ def test_two_runtimes_drain_through_restarts_and_kills(server: EmbeddedPostgres)
         wait_until(lambda: completed(dsn, ids) == MOVEMENTS, 240, "every movement to complete")
 
         final = states(dsn, ids)
-        assert set(final.values()) == {"COMPLETED"}, {k: v for k, v in final.items()
-                                                      if v != "COMPLETED"}
+        assert set(final.values()) == {"COMPLETED"}, {
+            k: v for k, v in final.items() if v != "COMPLETED"
+        }
         [(total, nodes, duplicates)] = query(
             dsn,
             "SELECT count(*), count(DISTINCT request_node_id),"
