@@ -305,6 +305,11 @@ class Settings:
     verify_drift_lane_timeout_seconds: float = interval(
         "MG_VERIFY_DRIFT_LANE_TIMEOUT_SECONDS", 30.0
     )
+    # Treasury view (issue 13): the evm provider's balance fetcher reads, on every
+    # configured chain, the native coin and these ERC-20 token contracts (comma list)
+    # of the signer's address plus these addresses (comma list).
+    evm_balance_addresses_csv: str = setting("MG_EVM_BALANCE_ADDRESSES_CSV", "")
+    evm_balance_tokens_csv: str = setting("MG_EVM_BALANCE_TOKENS_CSV", "")
     # ---- security: callback targets (issue 17 item 3)
     # Callbacks reach only public addresses unless the target is listed here: a comma
     # list of host names, addresses and CIDR blocks (e.g. "hooks.internal,10.20.0.0/16").

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
-from qtg.domain.evm import parse_rpc_urls
+from qtg.domain.evm import is_address, parse_rpc_urls
+from qtg.providers.evm.balances import EvmBalanceFetcher
 from qtg.providers.evm.executor import EvmExecutor
 from qtg.providers.evm.rpc import EvmRpc
 from qtg.providers.evm.signer import EvmLocalSigner
@@ -44,3 +45,19 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
     registry.capabilities.add("evm_rpc")
     registry.add_signer(signer)
     registry.add_executor(EvmExecutor(db, rpcs, signer, settings.evm_confirmations))
+    addresses = [
+        signer.address,
+        *_addresses("MG_EVM_BALANCE_ADDRESSES_CSV", settings.evm_balance_addresses_csv),
+    ]
+    tokens = _addresses("MG_EVM_BALANCE_TOKENS_CSV", settings.evm_balance_tokens_csv)
+    for rpc in rpcs.values():
+        registry.add_balance_fetcher(EvmBalanceFetcher(rpc, addresses, tokens))
+
+
+def _addresses(env: str, csv: str) -> list[str]:
+    """A comma list of EVM addresses; a bad one stops start-up naming the variable."""
+    out = [part.strip() for part in csv.split(",") if part.strip()]
+    for address in out:
+        if not is_address(address):
+            raise ConfigError(f"{env}: {address!r} is not an EVM address (0x + 40 hex)")
+    return out

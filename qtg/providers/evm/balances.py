@@ -1,0 +1,58 @@
+"""The evm provider's balance fetcher (issue 13): what configured addresses hold on chain.
+
+One fetcher per chain, venue `evm:<chain_id>`: for each address (the signer's
+and MG_EVM_BALANCE_ADDRESSES_CSV), the native coin (`eth_getBalance`, asset
+`native`, 18 decimals) and each ERC-20 of MG_EVM_BALANCE_TOKENS_CSV
+(`balanceOf`, scaled by the token's own `decimals()`; asset = the token's
+address). Amounts are exact Decimals; any RPC failure raises, so the snapshot
+records a failure rather than a zero.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from qtg.providers.balances import Balance
+from qtg.providers.evm.rpc import EvmRpc
+
+NATIVE_DECIMALS = 18
+_BALANCE_OF = "0x70a08231"  # balanceOf(address)
+_DECIMALS = "0x313ce567"  # decimals()
+
+
+def scaled(raw: int, decimals: int) -> Decimal:
+    """`raw` base units as an exact decimal amount."""
+    return Decimal(raw).scaleb(-decimals)
+
+
+def balance_of_call(address: str) -> str:
+    return _BALANCE_OF + address.lower().removeprefix("0x").rjust(64, "0")
+
+
+class EvmBalanceFetcher:
+    def __init__(self, rpc: EvmRpc, addresses: list[str], tokens: list[str]) -> None:
+        self.rpc = rpc
+        self.key = f"evm:{rpc.chain_id}"
+        self.venue_key = f"evm:{rpc.chain_id}"
+        self.addresses = list(dict.fromkeys(a.lower() for a in addresses))
+        self.tokens = list(dict.fromkeys(t.lower() for t in tokens))
+
+    async def fetch_balances(self) -> list[Balance]:
+        decimals = {t: int(await self.rpc.eth_call(t, _DECIMALS), 16) for t in self.tokens}
+        rows: list[Balance] = []
+        for address in self.addresses:
+            wei = await self.rpc.balance(address)
+            rows.append(
+                Balance(account=address, asset="native", amount=scaled(wei, NATIVE_DECIMALS))
+            )
+            for token in self.tokens:
+                raw = int(await self.rpc.eth_call(token, balance_of_call(address)), 16)
+                rows.append(
+                    Balance(
+                        account=address,
+                        asset=token,
+                        amount=scaled(raw, decimals[token]),
+                        detail={"decimals": decimals[token]},
+                    )
+                )
+        return rows
