@@ -1,12 +1,11 @@
 """The database edge: pool and transactions, named SQL, migrations, the LISTEN hub."""
 
 from qtg.db.hub import CHANNELS, ListenHub, Wakeup
-from qtg.db.pool import Batch, Database, Jsonb, PoolTimeout, Tx
+from qtg.db.pool import Database, Jsonb, PoolTimeout, Tx
 from qtg.db.queries import Query, QueryFamily, UnknownQueryError, sql_family
 
 __all__ = [
     "CHANNELS",
-    "Batch",
     "Database",
     "Jsonb",
     "ListenHub",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
@@ -41,7 +41,7 @@ from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads
 from qtg.db.connection import TrioConnection, socket_has_data
 from qtg.db.queries import Query
 
-__all__ = ["Batch", "Database", "Jsonb", "PoolTimeout", "Tx"]
+__all__ = ["Database", "Jsonb", "PoolTimeout", "Tx"]
 
 Params = Mapping[str, Any] | Sequence[Any] | None
 T = TypeVar("T")
@@ -371,14 +371,6 @@ class Tx:
             await conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
         return row
 
-    async def batch(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
-        """Run `fn(tx)`: steps that belong together (a claim and the reads after it).
-
-        With threads this saved hops; on the trio-native edge it is a plain call,
-        kept so call sites read as one unit of work.
-        """
-        return await fn(self)
-
     async def _flush(self, conn: TrioConnection) -> None:
         pending, self._pending = self._pending, []
         if len(pending) == 1:
@@ -424,8 +416,3 @@ async def _rollback_quietly(conn: TrioConnection) -> None:
 async def _rollback_to(conn: TrioConnection, name: str) -> None:
     await conn.execute(_ROLLBACK_TO.format(name))  # type: ignore[arg-type]
     await conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
-
-
-#: Kept for call sites written against the threaded edge: a batch's steps now
-#: run on the transaction itself.
-Batch = Tx

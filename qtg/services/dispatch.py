@@ -145,7 +145,7 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
 class ClaimWalk:
     """The reference's per-candidate claim walk (§1), bounded.
 
-    Each step runs in one transaction (thread side, `Tx.batch`): walk unlocked
+    Each step runs in one transaction: walk unlocked
     FIFO candidates and claim each under a miss-only savepoint — a miss rolls
     back only that savepoint, releasing any partial lock. Beyond the reference
     (issue 10), a miss excludes the candidate's whole request from the rest of

@@ -55,12 +55,10 @@ async def next_observe_due(ctx: ServiceContext) -> datetime | None:
 
 async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
     async with ctx.db.transaction() as tx:
-        claimed = await tx.batch(
-            lambda b: progress.claim_and_read(
-                b,
-                SQL.claim_node,
-                {"node_id": node_id, "network_class": ctx.settings.network_class},
-            )
+        claimed = await progress.claim_and_read(
+            tx,
+            SQL.claim_node,
+            {"node_id": node_id, "network_class": ctx.settings.network_class},
         )
         if claimed is None:
             return 0

@@ -105,7 +105,7 @@ async def _recover_one(ctx: ServiceContext, node_id: Any, grace_seconds: float) 
             "network_class": settings.network_class,
             "grace_seconds": grace_seconds,
         }
-        claimed = await tx.batch(lambda b: progress.claim_and_read(b, SQL.claim_node, params))
+        claimed = await progress.claim_and_read(tx, SQL.claim_node, params)
         if claimed is None:
             return 0
         _, snap = claimed

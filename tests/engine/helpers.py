@@ -134,7 +134,7 @@ async def write_ahead_only(svc: ServiceContext) -> Submission:
     """Claim and prepare one node and commit SUBMITTING — then "crash": no submit
     call, and no record of one. Returns the prepared Submission."""
     async with svc.db.transaction() as tx:
-        claimed = await tx.batch(ClaimWalk(svc.settings.network_class).step)
+        claimed = await ClaimWalk(svc.settings.network_class).step(tx)
         assert claimed is not None
         submission = await _prepare(svc, tx, *claimed)
     assert submission is not None

@@ -126,7 +126,7 @@ async def test_a_failed_submit_decides_from_the_nodes_as_they_are_when_it_commit
     held_a = None
     for _ in range(2):  # write-ahead both roots; submit b now, keep a for later
         async with svc.db.transaction() as tx:
-            node_id, snap = await tx.batch(ClaimWalk("default").step)
+            node_id, snap = await ClaimWalk("default").step(tx)
             sub = await _prepare(svc, tx, node_id, snap)
         if snap.node_by_id(node_id)["node_key"] == "a":
             held_a = sub

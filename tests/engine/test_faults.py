@@ -415,10 +415,10 @@ async def test_the_claim_walk_is_bounded_per_transaction(svc: ServiceContext, ds
         await holder.fetch(LOCK_REQUESTS, {"ids": held})
         walk = ClaimWalk("default")
         async with svc.db.transaction() as tx:
-            assert await tx.batch(walk.step) is None
+            assert await walk.step(tx) is None
         assert (walk.tries, walk.exhausted) == (CLAIM_TRIES_PER_TRANSACTION, False)
         async with svc.db.transaction() as tx:
-            claimed = await tx.batch(walk.step)
+            claimed = await walk.step(tx)
         assert claimed is not None
         assert claimed[1].node_by_id(claimed[0])["node_key"] == "free"
         assert walk.tries == 41  # one per held request, then the free one
