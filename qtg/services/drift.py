@@ -7,14 +7,13 @@ its code (`eth_getCode`) and, for an ERC-20, `decimals()` and `symbol()`
 The first value seen is the baseline (trust on first use, `drift_baselines`);
 a later difference opens one `drift_findings` row with the evidence, a match
 clears it. A chain that does not answer is the finding `reachable`, not a crash.
-New findings are logged and handed to `notify_hook` — the seam for the
-notification worker to come.
+A finding pages (a `drift` notification, warning) in the transaction that
+opens it, and its clearing resolves that notification (qtg/services/notifications.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -23,14 +22,16 @@ from eth_utils import keccak
 from qtg.db import Jsonb, sql_family
 from qtg.domain.evm import ERC20_DECIMALS_DATA, ERC20_SYMBOL_DATA, parse_drift_contracts
 from qtg.providers.evm.rpc import RpcError
+from qtg.services import notifications
 from qtg.services.context import ServiceContext
 
 SQL = sql_family("drift", "baseline", "open_finding", "clear_finding", "list_findings")
 
 log = logging.getLogger("qtg.services.drift")
 
-#: Called with each new finding (dict); None: log only. Set by the notification worker.
-notify_hook: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+
+def _dedupe_key(args: dict[str, Any]) -> str:
+    return f"drift:{args['chain_id']}:{args['subject']}:{args['check_name']}"
 
 
 async def verify_drift(ctx: ServiceContext) -> int:
@@ -86,6 +87,7 @@ async def verify_drift(ctx: ServiceContext) -> int:
                 expected = await tx.fetchval(SQL.baseline, args)
                 if observed == expected:
                     if await tx.fetchrow(SQL.clear_finding, args) is not None:
+                        await notifications.resolve_notification(tx, _dedupe_key(args))
                         changed += 1
                     continue
                 finding = {**args, "expected": expected, "observed": observed}
@@ -94,12 +96,19 @@ async def verify_drift(ctx: ServiceContext) -> int:
                     {**finding, "evidence": Jsonb({"rpc_url": rpcs[chain_id].url})},
                 )
                 if row is not None:
+                    await notifications.raise_notification(
+                        tx,
+                        kind="drift",
+                        severity="warning",
+                        dedupe_key=_dedupe_key(args),
+                        subject=f"drift on chain {chain_id}: {subject} {check_name}",
+                        body=f"expected {expected!r}, observed {observed!r}",
+                        links={"chain_id": chain_id, "subject": subject, "check": check_name},
+                    )
                     changed += 1
                     new.append(finding)
     for finding in new:
         log.warning("drift found", extra={"finding": finding})
-        if notify_hook is not None:
-            await notify_hook(finding)
     return changed
 
 

@@ -18,6 +18,10 @@ OPEN = (
     "SELECT chain_id, subject, check_name, observed FROM drift_findings"
     " WHERE cleared_at IS NULL ORDER BY chain_id, subject, check_name"
 )
+PAGES = (
+    "SELECT kind, severity, occurrences, resolved_at IS NOT NULL FROM notifications"
+    " WHERE dedupe_key = %s"
+)
 
 
 async def test_a_changed_contract_and_a_dead_chain_are_found_then_cleared(
@@ -49,6 +53,9 @@ async def test_a_changed_contract_and_a_dead_chain_are_found_then_cleared(
         found = query(dsn, OPEN)
         assert (CHAIN_ID, token.lower(), "code_hash") in [r[:3] for r in found]
         assert await verify_drift(ctx) == 0  # a drift that lasts stays one finding
+        code_page = f"drift:{CHAIN_ID}:{token.lower()}:code_hash"
+        # ...and pages once (issue 14's outbox), open until the chain matches again
+        assert query(dsn, PAGES, (code_page,)) == [("drift", "warning", 1, False)]
         reply = await api["vic"].get("/v3/drift", params={"open": "true"})
         assert reply.status_code == 200
         items = reply.json()["items"]
@@ -67,6 +74,7 @@ async def test_a_changed_contract_and_a_dead_chain_are_found_then_cleared(
             " AND cleared_at IS NOT NULL",
         )
         assert cleared == 1
+        assert query(dsn, PAGES, (code_page,)) == [("drift", "warning", 1, True)]
     finally:
         await registry.aclose()
 
