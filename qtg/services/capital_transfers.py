@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import uuid
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from qtg.config import Settings
@@ -41,6 +39,7 @@ from qtg.services.errors import (
 )
 from qtg.services.movements import create_movement, validate_intent
 from qtg.services.notifications import raise_notification
+from qtg.services.paging import decode_cursor, encode_cursor
 
 log = logging.getLogger("qtg.services.capital_transfers")
 
@@ -223,20 +222,6 @@ async def get_capital_transfer(db: Database, transfer_id: object) -> dict[str, A
             f"capital transfer {tid} not found", detail={"capital_transfer_id": str(tid)}
         )
     return row
-
-
-def encode_cursor(row: Mapping[str, Any]) -> str:
-    return f"{row['created_at'].isoformat()}|{row['id']}"
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        created_at, transfer_id = cursor.split("|", 1)
-        return datetime.fromisoformat(created_at), uuid.UUID(transfer_id)
-    except ValueError:
-        raise InvalidInput(
-            "cursor is not a cursor this API returned", detail={"field": "cursor"}
-        ) from None
 
 
 async def list_capital_transfers(

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -35,6 +34,7 @@ from qtg.services.errors import (
     NotFound,
     uuid_or_not_found,
 )
+from qtg.services.paging import decode_cursor, encode_cursor
 
 SQL = sql_family(
     "movements",
@@ -126,20 +126,6 @@ async def get_movement(db: Database, request_id: object) -> dict[str, Any]:
     rid = _request_uuid(request_id)
     async with db.transaction() as tx:
         return await _movement(tx, rid)
-
-
-def encode_cursor(row: Mapping[str, Any]) -> str:
-    return f"{row['created_at'].isoformat()}|{row['id']}"
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        created_at, request_id = cursor.split("|", 1)
-        return datetime.fromisoformat(created_at), uuid.UUID(request_id)
-    except ValueError:
-        raise InvalidInput(
-            "cursor is not a cursor this API returned", detail={"field": "cursor"}
-        ) from None
 
 
 async def list_movements(
