@@ -340,6 +340,15 @@ class Settings:
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_OTHER", None, exclusive_minimum=0
     )
 
+    # ---- audit anchoring (issue 17 item 4)
+    # The HMAC-SHA256 key of the audit chain (>= 32 bytes), or a file holding it.
+    # Not in the database, never logged. Unset: the chain stays unkeyed, with a warning.
+    audit_hmac_key: str | None = setting("MG_AUDIT_HMAC_KEY", None, secret=True)
+    audit_hmac_key_file: str | None = setting("MG_AUDIT_HMAC_KEY_FILE", None)
+    # Retired keys (comma list), accepted by `qtg audit verify` for rows and
+    # checkpoints chained with them before a rotation; never used to write.
+    audit_hmac_previous_keys: str | None = setting("MG_AUDIT_HMAC_PREVIOUS_KEYS", None, secret=True)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `env` (default: the process environment)."""
@@ -373,6 +382,10 @@ class Settings:
                 "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"
             )
         settings.validate_security()
+        # ---- audit anchoring (issue 17 item 4): an unreadable or short key stops start-up.
+        from qtg.services.audit import audit_keys
+
+        audit_keys(settings)
         return settings
 
     def validate_security(self) -> None:

@@ -1,21 +1,38 @@
-"""`qtg audit verify`: recompute the audit log's hash chain from the start.
+"""`qtg audit verify` and `qtg audit checkpoint`: the tamper-evident audit log.
 
-Exit 0 and `OK` when every row follows from the one before it; exit 1 and
-the id of the first row that does not (edited, or its predecessor removed or
-forged), so a cron job or a deploy script can alert on it.
+`verify` recomputes the chain from the start (keyed rows with the keys from
+MG_AUDIT_HMAC_KEY / _FILE / _PREVIOUS_KEYS, legacy rows with plain sha256).
+Exit 0 and `OK` when every row follows from the one before it; exit 1 and the
+id of the first row that does not, and why, so a cron job or a deploy script
+can alert on it.
+
+`checkpoint` writes a signed {head_id, head_hash, count, key_id, created_at,
+mac} JSON document. Kept somewhere the database cannot rewrite (a file on
+another host, a ticket, a log line), `verify --checkpoint FILE` proves the
+table still contains that head and extends it: deleting the tail, deleting
+everything, or rewriting and re-hashing history all fail.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from qtg.cli.common import add_database_option, database_url, describe_dsn
-from qtg.config import Settings
+from qtg.config import ConfigError, Settings
 from qtg.db import Database
-from qtg.services.audit import VerifyResult, verify_audit_chain
+from qtg.services.audit import (
+    AuditKeys,
+    VerifyResult,
+    audit_keys,
+    take_checkpoint,
+    verify_audit_chain,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -30,27 +47,98 @@ def register(subparsers: Any) -> None:
         "verify",
         help="recompute the hash chain; exit 1 naming the first broken row",
         description="Recompute every audit_events row hash from the genesis hash. "
-        "Exit 0 if the chain is intact, 1 if a row was edited, removed or forged.",
+        "Exit 0 if the chain is intact, 1 if a row was edited, removed or forged. "
+        "With --checkpoint, also prove the table still extends that checkpoint.",
     )
     add_database_option(verify)
+    verify.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="a JSON checkpoint written by `qtg audit checkpoint` ('-' for stdin)",
+    )
     verify.set_defaults(run=run_verify)
+    checkpoint = actions.add_parser(
+        "checkpoint",
+        help="write a signed checkpoint of the chain's head (needs MG_AUDIT_HMAC_KEY)",
+        description="Write {head_id, head_hash, count, key_id, created_at, mac} as JSON. "
+        "Keep it outside the database; `qtg audit verify --checkpoint FILE` checks against it.",
+    )
+    add_database_option(checkpoint)
+    checkpoint.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    checkpoint.set_defaults(run=run_checkpoint)
+
+
+def _load_checkpoint(path: str) -> dict[str, Any]:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
 
 
 def run_verify(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
+    keys = audit_keys(settings)
+    checkpoint = None
+    if args.checkpoint:
+        try:
+            checkpoint = _load_checkpoint(args.checkpoint)
+        except (OSError, ValueError) as exc:
+            print(f"--checkpoint {args.checkpoint}: cannot read a checkpoint ({exc})")
+            return 2
     with database_url(args, settings) as dsn:
         where = describe_dsn(dsn)
-        result = trio.run(_verify, dsn)
+        result = trio.run(_verify, dsn, keys, checkpoint)
     if result.ok:
-        print(f"{where}: OK, {result.checked} audit events verified")
+        against = f", extending checkpoint head id {checkpoint['head_id']}" if checkpoint else ""
+        print(f"{where}: OK, {result.checked} audit events verified{against}")
+        if result.checked == 0 and checkpoint is None:
+            print(
+                "WARNING: the audit log is empty; without a checkpoint, an emptied "
+                "table cannot be told from a new one",
+                file=sys.stderr,
+            )
+        if keys is None:
+            print(
+                "WARNING: no MG_AUDIT_HMAC_KEY configured; only the unkeyed chain was checked",
+                file=sys.stderr,
+            )
         return 0
-    print(
-        f"{where}: BROKEN at audit_events id {result.first_broken_id}: {result.reason} "
-        f"({result.checked} events before it verified)"
-    )
+    at = f"audit_events id {result.first_broken_id}" if result.first_broken_id else "the table"
+    print(f"{where}: BROKEN at {at}: {result.reason} ({result.checked} events before it verified)")
     return 1
 
 
-async def _verify(dsn: str) -> VerifyResult:
+def run_checkpoint(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    keys = audit_keys(settings)
+    if keys is None:
+        raise ConfigError(
+            "qtg audit checkpoint: set MG_AUDIT_HMAC_KEY or MG_AUDIT_HMAC_KEY_FILE "
+            "(an unsigned checkpoint could be forged)"
+        )
+    with database_url(args, settings) as dsn:
+        checkpoint = trio.run(_checkpoint, dsn, keys)
+    text = json.dumps(checkpoint, sort_keys=True) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(
+            f"checkpoint: head id {checkpoint['head_id']}, {checkpoint['count']} events "
+            f"-> {args.out}",
+            file=sys.stderr,
+        )
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+async def _verify(
+    dsn: str, keys: AuditKeys | None, checkpoint: dict[str, Any] | None
+) -> VerifyResult:
     async with Database(dsn, min_size=1, max_size=1, application_name="qtg-audit-verify") as db:
-        return await verify_audit_chain(db)
+        return await verify_audit_chain(db, keys=keys, checkpoint=checkpoint)
+
+
+async def _checkpoint(dsn: str, keys: AuditKeys) -> dict[str, Any]:
+    async with Database(dsn, min_size=1, max_size=1, application_name="qtg-audit-checkpoint") as db:
+        return await take_checkpoint(db, keys)

@@ -16,6 +16,7 @@ library can re-check the chain without qtg.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -103,3 +104,190 @@ def verify_chain(
         prev_hash = row["row_hash"]
         checked += 1
     return None, prev_hash, checked
+
+
+# ---------------------------------------------------------------- keyed chain
+# Issue 17 item 4. The unkeyed sha256 chain above detects accidental edits but
+# not an attacker with SQL access: they can delete the tail, or edit a row and
+# re-hash everything after it. So rows written since migration 0014 are
+# `chain_version` 2: row_hash = HMAC-SHA256(key, canonical_encoding(prev, row))
+# with a key that is not in the database, and the row stores the `key_id` it was
+# chained with (so rotation works: verification takes a set of keys). Rows
+# written before the migration stay version 1 (the legacy sha256) and still
+# verify; the keyed chain continues from the last legacy row_hash. A legacy row
+# is only accepted as a prefix: once a keyed row was seen, a version-1 row after
+# it is a forgery (or a downgrade), never a legitimate row.
+#
+# Truncating the tail (or everything) still leaves a valid chain; that is what
+# checkpoints are for: {head_id, head_hash, count, key_id, created_at, mac}
+# kept outside the database, and `verify_chain_keyed(..., checkpoint=…)` proves
+# the table still contains that head and extends it.
+
+LEGACY_VERSION = 1
+KEYED_VERSION = 2
+#: Shortest key accepted (bytes): 32 bytes is HMAC-SHA256's block-strength key.
+MIN_KEY_BYTES = 32
+
+
+def key_id(key: bytes) -> str:
+    """A public name for a key (first 8 bytes of HMAC(key, "qtg-audit-key-id"), hex)."""
+    return hmac.new(key, b"qtg-audit-key-id", hashlib.sha256).hexdigest()[:16]
+
+
+def keyed_row_hash(key: bytes, prev_hash: str, row: Mapping[str, Any]) -> str:
+    """Lowercase hex HMAC-SHA256 of the canonical encoding under `key`."""
+    return hmac.new(key, canonical_encoding(prev_hash, row), hashlib.sha256).hexdigest()
+
+
+def keyed_chain(
+    key: bytes, prev_hash: str, rows: Iterable[Mapping[str, Any]]
+) -> list[tuple[str, str]]:
+    """(prev_hash, row_hash) for each row in order under `key`, continuing from `prev_hash`."""
+    out: list[tuple[str, str]] = []
+    for row in rows:
+        current = keyed_row_hash(key, prev_hash, row)
+        out.append((prev_hash, current))
+        prev_hash = current
+    return out
+
+
+CHECKPOINT_FIELDS: tuple[str, ...] = ("head_id", "head_hash", "count", "key_id", "created_at")
+
+
+def checkpoint_mac(key: bytes, fields: Mapping[str, Any]) -> str:
+    """HMAC over the checkpoint's fields (sorted-key compact JSON), so it cannot be edited."""
+    body = {name: fields[name] for name in CHECKPOINT_FIELDS}
+    data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hmac.new(key, b"qtg-audit-checkpoint\x00" + data, hashlib.sha256).hexdigest()
+
+
+def make_checkpoint(
+    key: bytes, *, head_id: int, head_hash: str, count: int, created_at: datetime
+) -> dict[str, Any]:
+    """A signed checkpoint of the chain's head (head_id 0 / GENESIS_HASH: empty chain)."""
+    fields: dict[str, Any] = {
+        "head_id": head_id,
+        "head_hash": head_hash,
+        "count": count,
+        "key_id": key_id(key),
+        "created_at": canonical_timestamp(created_at),
+    }
+    return {**fields, "mac": checkpoint_mac(key, fields)}
+
+
+def check_checkpoint(checkpoint: Mapping[str, Any], keys: Mapping[str, bytes]) -> str | None:
+    """None if the checkpoint is well formed and its mac verifies under a known key."""
+    missing = [name for name in (*CHECKPOINT_FIELDS, "mac") if name not in checkpoint]
+    if missing:
+        return f"checkpoint is missing {', '.join(missing)}"
+    key = keys.get(checkpoint["key_id"])
+    if key is None:
+        return f"checkpoint is signed with another key (key id {checkpoint['key_id']})"
+    if not hmac.compare_digest(str(checkpoint["mac"]), checkpoint_mac(key, checkpoint)):
+        return "checkpoint mac does not verify (the checkpoint file was edited)"
+    return None
+
+
+@dataclass
+class KeyedVerifier:
+    """Walks audit_events rows in id order (fed page by page); stops at the first break.
+
+    `keys` maps key_id → key. With a `checkpoint`, the walk also proves the
+    table still contains the checkpoint's head with the same hash and the same
+    number of rows up to it; `finish()` reports a table that ends before it.
+    """
+
+    keys: Mapping[str, bytes]
+    checkpoint: Mapping[str, Any] | None = None
+    prev_hash: str = GENESIS_HASH
+    checked: int = 0
+    last_id: int = 0
+    seen_keyed: bool = False
+    head_seen: bool = False
+    broken: ChainBreak | None = None
+
+    def feed(self, rows: Iterable[Mapping[str, Any]]) -> bool:
+        """Check rows; False once broken (stop reading)."""
+        for row in rows:
+            self.broken = self._check(row)
+            if self.broken is not None:
+                return False
+            self.prev_hash = row["row_hash"]
+            self.checked += 1
+            self.last_id = row["id"]
+            if self.checkpoint is not None and row["id"] == self.checkpoint["head_id"]:
+                self.head_seen = True
+                if not hmac.compare_digest(row["row_hash"], str(self.checkpoint["head_hash"])):
+                    self.broken = ChainBreak(
+                        row["id"],
+                        "hash mismatch: the checkpoint's head row has another hash "
+                        "(the chain was rewritten from here or before)",
+                    )
+                    return False
+                if self.checked != self.checkpoint["count"]:
+                    self.broken = ChainBreak(
+                        row["id"],
+                        f"{self.checked} rows up to the checkpoint's head, the checkpoint "
+                        f"says {self.checkpoint['count']} (rows removed or inserted before it)",
+                    )
+                    return False
+        return True
+
+    def _check(self, row: Mapping[str, Any]) -> ChainBreak | None:
+        cp = self.checkpoint
+        if cp is not None and not self.head_seen and row["id"] > cp["head_id"] > 0:
+            return ChainBreak(
+                row["id"],
+                f"the checkpoint's head id {cp['head_id']} is missing "
+                "(deleted: truncated or rewritten below the checkpoint)",
+            )
+        if row["prev_hash"] != self.prev_hash:
+            return ChainBreak(
+                row["id"],
+                "prev_hash does not match the previous row's row_hash "
+                "(a row before it was removed, inserted or re-hashed)",
+            )
+        if row.get("chain_version", LEGACY_VERSION) == LEGACY_VERSION:
+            if self.seen_keyed or (cp is not None and self.head_seen and cp["head_id"] > 0):
+                return ChainBreak(
+                    row["id"],
+                    "forged row: an unkeyed (legacy) row after keyed rows "
+                    "(appended or re-hashed without the key)",
+                )
+            if row["row_hash"] != row_hash(self.prev_hash, row):
+                return ChainBreak(
+                    row["id"], "row_hash does not match the row's content (row edited)"
+                )
+            return None
+        self.seen_keyed = True
+        key = self.keys.get(row.get("key_id") or "")
+        if key is None:
+            if not self.keys:
+                return ChainBreak(
+                    row["id"],
+                    f"row is keyed (key id {row.get('key_id')}) but no MG_AUDIT_HMAC_KEY "
+                    "is configured, so it cannot be verified",
+                )
+            return ChainBreak(row["id"], f"signed with another key (key id {row.get('key_id')})")
+        if not hmac.compare_digest(row["row_hash"], keyed_row_hash(key, self.prev_hash, row)):
+            return ChainBreak(
+                row["id"], "forged row (bad HMAC): row_hash is not the keyed hash of its content"
+            )
+        return None
+
+    def finish(self) -> ChainBreak | None:
+        """The break found, or one for a table that ends before the checkpoint's head."""
+        if self.broken is not None:
+            return self.broken
+        cp = self.checkpoint
+        if cp is not None and cp["head_id"] > 0 and not self.head_seen:
+            if self.checked == 0:
+                return ChainBreak(
+                    0, f"empty table but the checkpoint says {cp['count']} rows (all deleted)"
+                )
+            return ChainBreak(
+                self.last_id,
+                f"truncated below the checkpoint: the table ends at id {self.last_id}, "
+                f"the checkpoint's head is id {cp['head_id']}",
+            )
+        return None

@@ -22,11 +22,21 @@ interleave prev_hash values.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from qtg.db import Database, sql_family
 from qtg.domain import audit_chain
 from qtg.services.context import ServiceContext
+
+if TYPE_CHECKING:
+    from qtg.config import Settings
+
+log = logging.getLogger(__name__)
 
 SQL = sql_family(
     "audit",
@@ -36,6 +46,7 @@ SQL = sql_family(
     "promote_one",
     "delete_promoted",
     "chain_page",
+    "checkpoint_head",
 )
 
 #: Outbox rows promoted per pass; the runtime goes round again at once after a
@@ -45,8 +56,69 @@ PROMOTE_BATCH_SIZE = 500
 VERIFY_PAGE_SIZE = 1000
 
 
-async def promote_pending(db: Database, *, limit: int = PROMOTE_BATCH_SIZE) -> int:
-    """Promote up to `limit` outbox rows in one transaction.
+@dataclass(frozen=True, slots=True)
+class AuditKeys:
+    """The key new rows are chained with, and every key verification accepts (by key_id)."""
+
+    current: bytes
+    by_id: Mapping[str, bytes]
+
+    @property
+    def current_id(self) -> str:
+        return audit_chain.key_id(self.current)
+
+
+def _key_bytes(text: str, setting_name: str) -> bytes:
+    from qtg.config import ConfigError
+
+    key = text.strip().encode("utf-8")
+    if len(key) < audit_chain.MIN_KEY_BYTES:
+        raise ConfigError(
+            f"{setting_name}: the audit HMAC key must be at least "
+            f"{audit_chain.MIN_KEY_BYTES} bytes, got {len(key)}"
+        )
+    return key
+
+
+def audit_keys(settings: Settings) -> AuditKeys | None:
+    """The configured audit keys, or None (unkeyed). ConfigError naming the setting if bad.
+
+    Never logs or echoes the key: error messages name only the setting and a length.
+    """
+    from qtg.config import ConfigError
+
+    if settings.audit_hmac_key and settings.audit_hmac_key_file:
+        raise ConfigError("MG_AUDIT_HMAC_KEY and MG_AUDIT_HMAC_KEY_FILE are both set; set one")
+    if settings.audit_hmac_key_file:
+        try:
+            text = Path(settings.audit_hmac_key_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"MG_AUDIT_HMAC_KEY_FILE: cannot read {settings.audit_hmac_key_file!r} "
+                f"({type(exc).__name__})"
+            ) from None
+        current = _key_bytes(text, "MG_AUDIT_HMAC_KEY_FILE")
+    elif settings.audit_hmac_key:
+        current = _key_bytes(settings.audit_hmac_key, "MG_AUDIT_HMAC_KEY")
+    else:
+        if settings.audit_hmac_previous_keys:
+            raise ConfigError(
+                "MG_AUDIT_HMAC_PREVIOUS_KEYS is set but neither MG_AUDIT_HMAC_KEY nor "
+                "MG_AUDIT_HMAC_KEY_FILE is"
+            )
+        return None
+    keys = [current] + [
+        _key_bytes(part, "MG_AUDIT_HMAC_PREVIOUS_KEYS")
+        for part in (settings.audit_hmac_previous_keys or "").split(",")
+        if part.strip()
+    ]
+    return AuditKeys(current=current, by_id={audit_chain.key_id(k): k for k in keys})
+
+
+async def promote_pending(
+    db: Database, *, limit: int = PROMOTE_BATCH_SIZE, keys: AuditKeys | None = None
+) -> int:
+    """Promote up to `limit` outbox rows in one transaction, keyed when `keys` is given.
 
     Returns 0 at once when another promoter holds the chain.
     """
@@ -57,12 +129,23 @@ async def promote_pending(db: Database, *, limit: int = PROMOTE_BATCH_SIZE) -> i
         if not rows:
             return 0
         head = await tx.fetchval(SQL.chain_head) or audit_chain.GENESIS_HASH
-        hashes = audit_chain.chain(head, rows)
+        if keys is None:
+            hashes = audit_chain.chain(head, rows)
+            version, kid = audit_chain.LEGACY_VERSION, None
+        else:
+            hashes = audit_chain.keyed_chain(keys.current, head, rows)
+            version, kid = audit_chain.KEYED_VERSION, keys.current_id
         # sent pipelined, in this order, with the commit
         for row, (prev, current) in zip(rows, hashes, strict=True):
             tx.defer(
                 SQL.promote_one,
-                {"outbox_id": row["outbox_id"], "prev_hash": prev, "row_hash": current},
+                {
+                    "outbox_id": row["outbox_id"],
+                    "prev_hash": prev,
+                    "row_hash": current,
+                    "chain_version": version,
+                    "key_id": kid,
+                },
             )
         tx.defer(SQL.delete_promoted, {"ids": [row["outbox_id"] for row in rows]})
         return len(rows)
@@ -70,7 +153,18 @@ async def promote_pending(db: Database, *, limit: int = PROMOTE_BATCH_SIZE) -> i
 
 async def promote_audit_outbox(ctx: ServiceContext) -> int:
     """The audit_outbox_promoter pass (reference §9)."""
-    return await promote_pending(ctx.db)
+    keys = audit_keys(ctx.settings)
+    global _warned_unkeyed
+    if keys is None and not _warned_unkeyed:
+        _warned_unkeyed = True
+        log.warning(
+            "audit chain is UNKEYED: set MG_AUDIT_HMAC_KEY or MG_AUDIT_HMAC_KEY_FILE; without "
+            "a key, anyone with SQL access can rewrite audit_events undetectably"
+        )
+    return await promote_pending(ctx.db, keys=keys)
+
+
+_warned_unkeyed = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,19 +175,53 @@ class VerifyResult:
     reason: str | None = None
 
 
-async def verify_audit_chain(db: Database, *, page_size: int = VERIFY_PAGE_SIZE) -> VerifyResult:
-    """Recompute the whole chain from the genesis hash; name the first row that breaks it."""
-    prev_hash = audit_chain.GENESIS_HASH
+async def verify_audit_chain(
+    db: Database,
+    *,
+    page_size: int = VERIFY_PAGE_SIZE,
+    keys: AuditKeys | None = None,
+    checkpoint: Mapping[str, Any] | None = None,
+) -> VerifyResult:
+    """Recompute the whole chain from the genesis hash; name the first row that breaks it.
+
+    With a `checkpoint` (see `take_checkpoint`), also prove the table still
+    holds its head and extends it: a truncated or rewritten table fails.
+    """
+    by_id = keys.by_id if keys is not None else {}
+    if checkpoint is not None:
+        problem = audit_chain.check_checkpoint(checkpoint, by_id)
+        if problem is not None:
+            return VerifyResult(ok=False, checked=0, first_broken_id=None, reason=problem)
+    verifier = audit_chain.KeyedVerifier(keys=by_id, checkpoint=checkpoint)
     after_id = 0
-    checked = 0
     while True:
         rows = await db.fetch(SQL.chain_page, {"after_id": after_id, "limit": page_size})
-        if not rows:
-            return VerifyResult(ok=True, checked=checked)
-        broken, prev_hash, good = audit_chain.verify_chain(rows, prev_hash)
-        checked += good
-        if broken is not None:
-            return VerifyResult(
-                ok=False, checked=checked, first_broken_id=broken.row_id, reason=broken.reason
-            )
+        if not rows or not verifier.feed(rows):
+            break
         after_id = rows[-1]["id"]
+    broken = verifier.finish()
+    if broken is not None:
+        return VerifyResult(
+            ok=False,
+            checked=verifier.checked,
+            first_broken_id=broken.row_id or None,
+            reason=broken.reason,
+        )
+    return VerifyResult(ok=True, checked=verifier.checked)
+
+
+async def take_checkpoint(db: Database, keys: AuditKeys) -> dict[str, Any]:
+    """A signed {head_id, head_hash, count, key_id, created_at, mac} of the chain as it is now.
+
+    Kept outside the database (a file, a log line), it lets `verify_audit_chain`
+    detect that rows up to the head were deleted or rewritten.
+    """
+    head = await db.fetchrow(SQL.checkpoint_head)
+    assert head is not None
+    return audit_chain.make_checkpoint(
+        keys.current,
+        head_id=head["head_id"] or 0,
+        head_hash=head["head_hash"] or audit_chain.GENESIS_HASH,
+        count=head["count"],
+        created_at=datetime.now(UTC),
+    )
