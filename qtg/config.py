@@ -348,6 +348,13 @@ class Settings:
     # Retired keys (comma list), accepted by `qtg audit verify` for rows and
     # checkpoints chained with them before a rotation; never used to write.
     audit_hmac_previous_keys: str | None = setting("MG_AUDIT_HMAC_PREVIOUS_KEYS", None, secret=True)
+    # With a key, the audit_outbox_promoter publishes a signed checkpoint (head id,
+    # head hash, count) at most this often: a log line at info, and, with the
+    # directory set, a JSON line appended to <dir>/audit-checkpoints.jsonl. 0: off.
+    audit_checkpoint_interval_seconds: float = setting(
+        "MG_AUDIT_CHECKPOINT_INTERVAL_SECONDS", 3600.0, minimum=0
+    )
+    audit_checkpoint_dir: str | None = setting("MG_AUDIT_CHECKPOINT_DIR", None)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -70,7 +70,14 @@ def register(subparsers: Any) -> None:
 
 def _load_checkpoint(path: str) -> dict[str, Any]:
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        # a JSON-lines file (MG_AUDIT_CHECKPOINT_DIR): the newest checkpoint is the last line
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise
+        data = json.loads(lines[-1])
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     return data

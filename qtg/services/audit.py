@@ -22,12 +22,15 @@ interleave prev_hash values.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import trio
 
 from qtg.db import Database, sql_family
 from qtg.domain import audit_chain
@@ -161,10 +164,47 @@ async def promote_audit_outbox(ctx: ServiceContext) -> int:
             "audit chain is UNKEYED: set MG_AUDIT_HMAC_KEY or MG_AUDIT_HMAC_KEY_FILE; without "
             "a key, anyone with SQL access can rewrite audit_events undetectably"
         )
-    return await promote_pending(ctx.db, keys=keys)
+    promoted = await promote_pending(ctx.db, keys=keys)
+    if keys is not None:
+        await publish_checkpoint_if_due(ctx.db, ctx.settings, keys)
+    return promoted
 
 
 _warned_unkeyed = False
+#: trio.current_time() of this process's last published checkpoint (None: never).
+_last_checkpoint_at: float | None = None
+#: The file under MG_AUDIT_CHECKPOINT_DIR that checkpoints are appended to.
+CHECKPOINT_FILE_NAME = "audit-checkpoints.jsonl"
+
+
+async def publish_checkpoint_if_due(db: Database, settings: Settings, keys: AuditKeys) -> bool:
+    """Publish a checkpoint outside the database if the interval has passed (True if so).
+
+    Why here and not in a worker of its own: the promoter is the one writer of
+    the chain, so its pass is where the head moves; the worker registry keeps
+    mirroring the reference. A log line (and an appended file line) is out of
+    the database's reach, so `qtg audit verify --checkpoint` can later be fed
+    any published line. Per process: each runtime publishes its own.
+    """
+    global _last_checkpoint_at
+    interval = settings.audit_checkpoint_interval_seconds
+    now = trio.current_time()
+    if interval <= 0 or (_last_checkpoint_at is not None and now - _last_checkpoint_at < interval):
+        return False
+    _last_checkpoint_at = now
+    checkpoint = await take_checkpoint(db, keys)
+    line = json.dumps(checkpoint, sort_keys=True)
+    log.info("audit checkpoint %s", line, extra={"audit_checkpoint": checkpoint})
+    if settings.audit_checkpoint_dir:
+        path = Path(settings.audit_checkpoint_dir) / CHECKPOINT_FILE_NAME
+        await trio.to_thread.run_sync(_append_line, path, line)
+    return True
+
+
+def _append_line(path: Path, line: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(line + "\n")
 
 
 @dataclass(frozen=True, slots=True)

@@ -343,3 +343,35 @@ def test_the_key_never_reaches_the_runtime_log(dsn: str) -> None:
     text = "\n".join(proc.lines)
     assert text.strip()  # the runtime did log
     assert KEY not in text and KEY[:20] not in text
+
+
+# ---------------------------------------------------------------- periodic checkpoints
+
+
+async def test_promoter_publishes_checkpoints_to_the_log_and_a_jsonl_file(
+    db: Database, dsn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch
+) -> None:
+    from qtg.services import audit as audit_service
+    from qtg.services.context import ServiceContext
+
+    monkeypatch.setattr(audit_service, "_last_checkpoint_at", None)
+    settings = Settings.from_env(
+        {"MG_AUDIT_HMAC_KEY": KEY, "MG_AUDIT_CHECKPOINT_DIR": str(tmp_path / "cp")}
+    )
+    ctx = ServiceContext(db=db, settings=settings, providers=None)  # type: ignore[arg-type]
+    await write_facts(db, 4)
+    with caplog.at_level("INFO", logger="qtg.services.audit"):
+        assert await audit_service.promote_audit_outbox(ctx) == 4
+        await write_facts(db, 2, start=4)
+        assert await audit_service.promote_audit_outbox(ctx) == 2  # within the hour: no new one
+    published = [r for r in caplog.records if r.getMessage().startswith("audit checkpoint ")]
+    assert len(published) == 1 and published[0].audit_checkpoint["count"] == 4
+    assert KEY not in caplog.text
+    jsonl = tmp_path / "cp" / audit_service.CHECKPOINT_FILE_NAME
+    assert [json.loads(line) for line in jsonl.read_text().splitlines()] == [
+        published[0].audit_checkpoint
+    ]
+    assert (await cli_verify(dsn, jsonl)).returncode == 0
+    attack(dsn, ("DELETE FROM audit_events WHERE id > %(id)s", {"id": rows(dsn)[1]["id"]}))
+    broken = await cli_verify(dsn, jsonl)
+    assert broken.returncode == 1 and "truncated below the checkpoint" in broken.stdout
