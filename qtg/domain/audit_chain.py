@@ -79,31 +79,16 @@ class ChainBreak:
     reason: str
 
 
-def check_row(expected_prev: str, row: Mapping[str, Any]) -> ChainBreak | None:
-    """Check one stored row (with `id`, `prev_hash`, `row_hash`) against its predecessor."""
-    if row["prev_hash"] != expected_prev:
-        return ChainBreak(
-            row["id"],
-            "prev_hash does not match the previous row's row_hash "
-            "(a row before it was removed, inserted or re-hashed)",
-        )
-    if row["row_hash"] != row_hash(expected_prev, row):
-        return ChainBreak(row["id"], "row_hash does not match the row's content (row edited)")
-    return None
-
-
 def verify_chain(
     rows: Iterable[Mapping[str, Any]], prev_hash: str = GENESIS_HASH
 ) -> tuple[ChainBreak | None, str, int]:
-    """Walk rows in id order: (first break or None, last good hash, rows checked)."""
-    checked = 0
-    for row in rows:
-        broken = check_row(prev_hash, row)
-        if broken is not None:
-            return broken, prev_hash, checked
-        prev_hash = row["row_hash"]
-        checked += 1
-    return None, prev_hash, checked
+    """Walk rows in id order without keys: (first break or None, last good hash, rows checked).
+
+    Rows without `chain_version` are legacy rows; the walk is `KeyedVerifier`'s.
+    """
+    verifier = KeyedVerifier(keys={}, prev_hash=prev_hash)
+    verifier.feed(rows)
+    return verifier.broken, verifier.prev_hash, verifier.checked
 
 
 # ---------------------------------------------------------------- keyed chain
@@ -120,7 +105,7 @@ def verify_chain(
 #
 # Truncating the tail (or everything) still leaves a valid chain; that is what
 # checkpoints are for: {head_id, head_hash, count, key_id, created_at, mac}
-# kept outside the database, and `verify_chain_keyed(..., checkpoint=…)` proves
+# kept outside the database, and `KeyedVerifier(..., checkpoint=…)` proves
 # the table still contains that head and extends it.
 
 LEGACY_VERSION = 1
@@ -209,29 +194,33 @@ class KeyedVerifier:
     def feed(self, rows: Iterable[Mapping[str, Any]]) -> bool:
         """Check rows; False once broken (stop reading)."""
         for row in rows:
-            self.broken = self._check(row)
+            self.broken = self._check(row) or self._check_head(row)
             if self.broken is not None:
                 return False
             self.prev_hash = row["row_hash"]
             self.checked += 1
             self.last_id = row["id"]
-            if self.checkpoint is not None and row["id"] == self.checkpoint["head_id"]:
-                self.head_seen = True
-                if not hmac.compare_digest(row["row_hash"], str(self.checkpoint["head_hash"])):
-                    self.broken = ChainBreak(
-                        row["id"],
-                        "hash mismatch: the checkpoint's head row has another hash "
-                        "(the chain was rewritten from here or before)",
-                    )
-                    return False
-                if self.checked != self.checkpoint["count"]:
-                    self.broken = ChainBreak(
-                        row["id"],
-                        f"{self.checked} rows up to the checkpoint's head, the checkpoint "
-                        f"says {self.checkpoint['count']} (rows removed or inserted before it)",
-                    )
-                    return False
         return True
+
+    def _check_head(self, row: Mapping[str, Any]) -> ChainBreak | None:
+        """At the checkpoint's head row: same hash, same number of rows up to it."""
+        cp = self.checkpoint
+        if cp is None or row["id"] != cp["head_id"]:
+            return None
+        self.head_seen = True
+        if not hmac.compare_digest(row["row_hash"], str(cp["head_hash"])):
+            return ChainBreak(
+                row["id"],
+                "hash mismatch: the checkpoint's head row has another hash "
+                "(the chain was rewritten from here or before)",
+            )
+        if self.checked + 1 != cp["count"]:
+            return ChainBreak(
+                row["id"],
+                f"{self.checked + 1} rows up to the checkpoint's head, the checkpoint "
+                f"says {cp['count']} (rows removed or inserted before it)",
+            )
+        return None
 
     def _check(self, row: Mapping[str, Any]) -> ChainBreak | None:
         cp = self.checkpoint
