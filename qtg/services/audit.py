@@ -22,6 +22,7 @@ interleave prev_hash values.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Mapping
@@ -118,6 +119,18 @@ def audit_keys(settings: Settings) -> AuditKeys | None:
     return AuditKeys(current=current, by_id={audit_chain.key_id(k): k for k in keys})
 
 
+@functools.lru_cache(maxsize=4)
+def _keys_once(key: str | None, key_file: str | None, previous: str | None) -> AuditKeys | None:
+    """`audit_keys` read once per process (the key file is not re-read on every pass)."""
+    from qtg.config import Settings
+
+    return audit_keys(
+        Settings(
+            audit_hmac_key=key, audit_hmac_key_file=key_file, audit_hmac_previous_keys=previous
+        )
+    )
+
+
 async def promote_pending(
     db: Database, *, limit: int = PROMOTE_BATCH_SIZE, keys: AuditKeys | None = None
 ) -> int:
@@ -156,7 +169,11 @@ async def promote_pending(
 
 async def promote_audit_outbox(ctx: ServiceContext) -> int:
     """The audit_outbox_promoter pass (reference §9)."""
-    keys = audit_keys(ctx.settings)
+    keys = _keys_once(
+        ctx.settings.audit_hmac_key,
+        ctx.settings.audit_hmac_key_file,
+        ctx.settings.audit_hmac_previous_keys,
+    )
     global _warned_unkeyed
     if keys is None and not _warned_unkeyed:
         _warned_unkeyed = True
