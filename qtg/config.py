@@ -340,6 +340,11 @@ class Settings:
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_OTHER", None, exclusive_minimum=0
     )
 
+    # ---- metrics (issue 16 part 1): GET /metrics
+    # true: /metrics needs a viewer token (401/403 like every route); default open,
+    # as Prometheus scrapers expect on an internal address.
+    metrics_require_token: bool = setting("MG_METRICS_REQUIRE_TOKEN", False)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `env` (default: the process environment)."""

@@ -22,6 +22,7 @@ from hypercorn.trio import serve
 
 from qtg.config import Settings
 from qtg.db import ListenHub
+from qtg.runtime.metrics import RuntimeMetrics
 from qtg.services.context import ServiceContext
 
 from .app import create_app
@@ -73,6 +74,7 @@ async def serve_api(
     *,
     shutdown: trio.Event | None = None,
     sock: socket.socket | None = None,
+    metrics: RuntimeMetrics | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the API on MG_API_HOST:MG_API_PORT until cancelled (or `shutdown` is set).
@@ -80,7 +82,7 @@ async def serve_api(
     `sock`, when given, is an already bound listening socket (the launcher
     binds before touching the database); Hypercorn serves a duplicate of it.
     """
-    app = create_app(ctx, hub)
+    app = create_app(ctx, hub, metrics)
     feed: EventFeed = app.state.feed
     config = hypercorn_config(settings)
     if sock is not None:

@@ -49,6 +49,7 @@ from qtg.db.migrate import MigrationError, check, migrate
 from qtg.runtime.heartbeats import Heartbeat, describe_error
 from qtg.runtime.logs import configure_logging, dsn_secrets
 from qtg.runtime.loop import run_loop
+from qtg.runtime.metrics import RuntimeMetrics
 from qtg.runtime.registry import (
     WORKERS,
     LoadedWorker,
@@ -141,6 +142,8 @@ class Runtime:
     workers: list[ResolvedWorker] = dataclasses.field(default_factory=list)
     #: The API's listening socket, bound before anything else happened.
     api_socket: socket.socket | None = None
+    #: This process's Prometheus registry and instruments (GET /metrics).
+    metrics: RuntimeMetrics = dataclasses.field(default_factory=RuntimeMetrics)
 
     @property
     def instance_id(self) -> str:
@@ -187,6 +190,7 @@ async def _serve_api(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNOR
         runtime.hub,
         runtime.settings,
         sock=runtime.api_socket,
+        metrics=runtime.metrics,
         task_status=task_status,
     )
 
@@ -264,6 +268,7 @@ def build_worker(worker: LoadedWorker, runtime: Runtime) -> WorkerFn:
         reactive=settings.reactive,
         heartbeat=heartbeat,
         drain=spec.drain,
+        metrics=runtime.metrics.worker(resolved.name),
     )
 
 
@@ -588,6 +593,11 @@ async def _run(
     runtime.workers = resolve_workers(settings, getattr(providers, "capabilities", ()), specs)
     _log_worker_set(runtime.workers)
     loaded = load(runtime.workers)
+    runtime.metrics.describe_process(
+        network_class=settings.network_class,
+        workers=[w.resolved.name for w in loaded],
+        instance=runtime.instance_id,
+    )
     if loaded:
         await heartbeat_rows.seed_heartbeats(
             db,
