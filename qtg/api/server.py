@@ -114,6 +114,30 @@ async def serve_api(
     log.info("API stopped")
 
 
+async def serve_metrics_only(
+    ctx: ServiceContext,
+    metrics: RuntimeMetrics,
+    settings: Settings,
+    port: int,
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve GET /metrics alone on MG_API_HOST:`port` (a --workers-only process)."""
+    from .routes.metrics import metrics_only_app
+
+    config = hypercorn_config(settings)
+    config.bind = [f"{settings.api_host}:{port}"]
+    app = metrics_only_app(ctx, metrics)
+    async with trio.open_nursery() as http:
+        binds: list[str] = await http.start(
+            lambda task_status: serve(app, config, task_status=task_status)
+        )
+        host, bound = _bound(binds[0])
+        url = ApiServer(host=host, port=bound, app=app).url
+        log.info("metrics listening", extra={"url": url})
+        task_status.started(url)
+
+
 class CloseAfterRefusedBody:
     """ASGI wrapper: a 413 really ends the connection, even while the client sends.
 

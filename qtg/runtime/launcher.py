@@ -165,6 +165,8 @@ def serves_api(args: argparse.Namespace) -> bool:
 def extra_services(runtime: Runtime) -> list[tuple[str, ExtraService]]:
     """The services started beside the workers: the API, unless --workers-only."""
     if not serves_api(runtime.args):
+        if runtime.settings.metrics_port is not None:
+            return [("qtg.metrics", _serve_metrics)]
         return []
     return [("qtg.api", _serve_api)]
 
@@ -191,6 +193,19 @@ async def _serve_api(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNOR
         runtime.settings,
         sock=runtime.api_socket,
         metrics=runtime.metrics,
+        task_status=task_status,
+    )
+
+
+async def _serve_metrics(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    from qtg.api.server import serve_metrics_only
+
+    assert runtime.settings.metrics_port is not None
+    await serve_metrics_only(
+        runtime.ctx,
+        runtime.metrics,
+        runtime.settings,
+        runtime.settings.metrics_port,
         task_status=task_status,
     )
 

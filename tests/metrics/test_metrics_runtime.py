@@ -32,11 +32,13 @@ def procs():
     terminate_all(started)
 
 
-def launch(procs: list, dsn: str, *args: str, **env: str) -> tuple[RuntimeProcess, str]:
+def launch(
+    procs: list, dsn: str, *args: str, listening: str = "API listening", **env: str
+) -> tuple[RuntimeProcess, str]:
     proc = RuntimeProcess.launcher(base_env(MG_DATABASE_URL=dsn, **POOL, **env), *args)
     procs.append(proc)
     proc.wait_ready()
-    url = proc.wait_for(lambda r: r.get("msg") == "API listening")["url"]
+    url = proc.wait_for(lambda r: r.get("msg") == listening)["url"]
     return proc, url
 
 
@@ -161,3 +163,22 @@ def test_concurrent_scrapes_share_one_backlog_query_per_second(dsn, procs) -> No
         timeout=5,
         what="the cache expires after a second",
     )
+
+
+def test_workers_only_process_serves_its_metrics_on_metrics_port(dsn, procs) -> None:
+    _, url = launch(
+        procs, dsn, "--workers-only", listening="metrics listening", MG_METRICS_PORT="0"
+    )
+    samples = scrape(url)
+    [(_, labels)] = [k for k in samples if k[0] == "qtg_process_info"]
+    assert "node_dispatcher" in dict(labels)["workers"].split("+")
+    wait_until(
+        lambda: (
+            value(scrape(url), "qtg_worker_passes_total", worker="node_dispatcher", outcome="ok")
+            >= 1
+        ),
+        timeout=10,
+        what="a workers-only process counts its passes",
+    )
+    # Only /metrics there: the API is not served by a workers-only process.
+    assert httpx.get(f"{url}/healthz", timeout=10).status_code == 404

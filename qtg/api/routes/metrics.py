@@ -8,14 +8,25 @@ through the same auth and the same structured 401/403 bodies as every route.
 
 from __future__ import annotations
 
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from qtg.api.auth import Role, authenticate
 from qtg.api.errors import error_response
 from qtg.runtime.metrics import CONTENT_TYPE_LATEST, RuntimeMetrics
+from qtg.services.context import ServiceContext
 
 PATH = "/metrics"
+
+
+def metrics_only_app(ctx: ServiceContext, metrics: RuntimeMetrics) -> Starlette:
+    """The listener of a `--workers-only` process (MG_METRICS_PORT): /metrics alone."""
+    app = Starlette(routes=[Route(PATH, metrics_endpoint, methods=["GET"])])
+    app.state.ctx = ctx
+    app.state.metrics = metrics
+    return app
 
 
 async def metrics_endpoint(request: Request) -> Response:
