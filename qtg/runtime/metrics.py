@@ -11,9 +11,11 @@ What is measured where:
   (sql/metrics/backlog.sql), cached `BACKLOG_CACHE_SECONDS` so that many
   scrapers cost at most one query per second per process.
 
-Process-wide facts (network class, worker set, instance) are labels of one
+Process-wide facts (network class, worker set, instance id) are labels of one
 info metric, `qtg_process_info`, not constant labels on every series — the
-usual Prometheus practice (join with `* on(instance) group_left`).
+usual Prometheus practice (join with `* on(instance) group_left`). The label
+is `instance_id` (the heartbeat rows' id), not `instance`, which Prometheus
+sets itself from the scrape target.
 """
 
 from __future__ import annotations
@@ -163,7 +165,7 @@ class RuntimeMetrics:
             {
                 "network_class": network_class,
                 "workers": "+".join(sorted(workers)) or "none",
-                "instance": instance,
+                "instance_id": instance,
             }
         )
 
