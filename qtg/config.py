@@ -356,6 +356,14 @@ class Settings:
     )
     audit_checkpoint_dir: str | None = setting("MG_AUDIT_CHECKPOINT_DIR", None)
 
+    # ---- metrics (issue 16 part 1): GET /metrics
+    # true: /metrics needs a viewer token (401/403 like every route); default open,
+    # as Prometheus scrapers expect on an internal address.
+    metrics_require_token: bool = setting("MG_METRICS_REQUIRE_TOKEN", False)
+    # A --workers-only process has no API: set this to serve its /metrics alone on
+    # MG_API_HOST:MG_METRICS_PORT (0: an ephemeral port, logged). Unset: no listener.
+    metrics_port: int | None = setting("MG_METRICS_PORT", None, minimum=0)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `env` (default: the process environment)."""

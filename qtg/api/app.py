@@ -11,6 +11,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -20,6 +21,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from qtg.db import ListenHub
+from qtg.runtime.metrics import RuntimeMetrics
 from qtg.services.context import ServiceContext
 
 from .admission import Admission
@@ -27,6 +29,8 @@ from .errors import ApiError, error_response, json_response
 from .feed import EventFeed
 from .openapi import build_openapi
 from .routes import all_endpoints
+from .routes.metrics import PATH as METRICS_PATH
+from .routes.metrics import metrics_endpoint
 from .routing import starlette_routes
 from .stream import StreamSettings, stream_endpoint
 
@@ -38,7 +42,11 @@ def _version() -> str:
         return "0"
 
 
-def create_app(ctx: ServiceContext, hub: ListenHub) -> Starlette:
+def create_app(
+    ctx: ServiceContext, hub: ListenHub, metrics: RuntimeMetrics | None = None
+) -> Starlette:
+    """The app; `metrics` is the runtime's registry (a fresh one when the app stands alone)."""
+    metrics = metrics or RuntimeMetrics()
     endpoints = all_endpoints()
     document = build_openapi(endpoints, title="qtg", version=_version())
 
@@ -49,12 +57,14 @@ def create_app(ctx: ServiceContext, hub: ListenHub) -> Starlette:
         *starlette_routes(endpoints, ctx, hub),
         Route("/openapi.json", openapi, methods=["GET"]),
         WebSocketRoute("/v3/stream", stream_endpoint),
+        Route(METRICS_PATH, metrics_endpoint, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _http_error},
         # Admission first: a refused request costs nothing further.
         middleware=[
+            Middleware(RequestMetrics, metrics=metrics),
             Middleware(Admission, limit=ctx.settings.api_max_concurrent_requests),
             Middleware(LastResort),
         ],
@@ -62,6 +72,7 @@ def create_app(ctx: ServiceContext, hub: ListenHub) -> Starlette:
     settings = ctx.settings
     app.state.ctx = ctx
     app.state.hub = hub
+    app.state.metrics = metrics
     app.state.openapi = document
     app.state.feed = EventFeed(
         ctx.db,
@@ -92,6 +103,47 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.headers:
         response.headers.update(exc.headers)
     return response
+
+
+class RequestMetrics:
+    """ASGI middleware: count and time every HTTP request by route *template*.
+
+    The label is the matched Starlette route's path (`/v3/movements/{id}`),
+    read from `scope["route"]` after routing; an unmatched URL is labelled
+    `<unmatched>`, so a scanner cannot grow the label set without bound.
+    Outermost, so refusals by admission are counted too (as `<unrouted>`
+    when routing never ran).
+    """
+
+    def __init__(self, app: ASGIApp, metrics: RuntimeMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500  # an exception before any answer
+        started = trio.current_time()
+
+        async def timing_send(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, timing_send)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None)
+            if template is None:
+                template = "<unmatched>" if "endpoint" in scope or status == 404 else "<unrouted>"
+            method = scope.get("method", "")
+            self.metrics.http_requests.labels(method, template, str(status)).inc()
+            self.metrics.http_seconds.labels(method, template).observe(
+                trio.current_time() - started
+            )
 
 
 class LastResort:

@@ -22,6 +22,7 @@ from hypercorn.trio import serve
 
 from qtg.config import Settings
 from qtg.db import ListenHub
+from qtg.runtime.metrics import RuntimeMetrics
 from qtg.services.context import ServiceContext
 
 from .app import create_app
@@ -73,6 +74,7 @@ async def serve_api(
     *,
     shutdown: trio.Event | None = None,
     sock: socket.socket | None = None,
+    metrics: RuntimeMetrics | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the API on MG_API_HOST:MG_API_PORT until cancelled (or `shutdown` is set).
@@ -80,7 +82,7 @@ async def serve_api(
     `sock`, when given, is an already bound listening socket (the launcher
     binds before touching the database); Hypercorn serves a duplicate of it.
     """
-    app = create_app(ctx, hub)
+    app = create_app(ctx, hub, metrics)
     feed: EventFeed = app.state.feed
     config = hypercorn_config(settings)
     if sock is not None:
@@ -110,6 +112,30 @@ async def serve_api(
         # Hypercorn has finished its graceful shutdown: stop the feed too.
         nursery.cancel_scope.cancel()
     log.info("API stopped")
+
+
+async def serve_metrics_only(
+    ctx: ServiceContext,
+    metrics: RuntimeMetrics,
+    settings: Settings,
+    port: int,
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve GET /metrics alone on MG_API_HOST:`port` (a --workers-only process)."""
+    from .routes.metrics import metrics_only_app
+
+    config = hypercorn_config(settings)
+    config.bind = [f"{settings.api_host}:{port}"]
+    app = metrics_only_app(ctx, metrics)
+    async with trio.open_nursery() as http:
+        binds: list[str] = await http.start(
+            lambda task_status: serve(app, config, task_status=task_status)
+        )
+        host, bound = _bound(binds[0])
+        url = ApiServer(host=host, port=bound, app=app).url
+        log.info("metrics listening", extra={"url": url})
+        task_status.started(url)
 
 
 class CloseAfterRefusedBody:

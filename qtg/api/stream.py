@@ -79,6 +79,8 @@ async def stream_endpoint(websocket: WebSocket) -> None:
         await _refuse(websocket, exc)
         return
     await websocket.accept()
+    clients = app_state.metrics.stream_clients
+    clients.inc()
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_disconnect, websocket, nursery.cancel_scope)
@@ -86,6 +88,8 @@ async def stream_endpoint(websocket: WebSocket) -> None:
             nursery.cancel_scope.cancel()
     except (WebSocketDisconnect, OSError, trio.BrokenResourceError, trio.ClosedResourceError):
         pass  # the client went away; nothing to tell it
+    finally:
+        clients.dec()
 
 
 def _parse(websocket: WebSocket) -> s.StreamQuery:

@@ -49,6 +49,7 @@ from qtg.db.migrate import MigrationError, check, migrate
 from qtg.runtime.heartbeats import Heartbeat, describe_error
 from qtg.runtime.logs import configure_logging, dsn_secrets
 from qtg.runtime.loop import run_loop
+from qtg.runtime.metrics import RuntimeMetrics
 from qtg.runtime.registry import (
     WORKERS,
     LoadedWorker,
@@ -141,6 +142,8 @@ class Runtime:
     workers: list[ResolvedWorker] = dataclasses.field(default_factory=list)
     #: The API's listening socket, bound before anything else happened.
     api_socket: socket.socket | None = None
+    #: This process's Prometheus registry and instruments (GET /metrics).
+    metrics: RuntimeMetrics = dataclasses.field(default_factory=RuntimeMetrics)
 
     @property
     def instance_id(self) -> str:
@@ -162,6 +165,8 @@ def serves_api(args: argparse.Namespace) -> bool:
 def extra_services(runtime: Runtime) -> list[tuple[str, ExtraService]]:
     """The services started beside the workers: the API, unless --workers-only."""
     if not serves_api(runtime.args):
+        if runtime.settings.metrics_port is not None:
+            return [("qtg.metrics", _serve_metrics)]
         return []
     return [("qtg.api", _serve_api)]
 
@@ -187,6 +192,20 @@ async def _serve_api(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNOR
         runtime.hub,
         runtime.settings,
         sock=runtime.api_socket,
+        metrics=runtime.metrics,
+        task_status=task_status,
+    )
+
+
+async def _serve_metrics(runtime: Runtime, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    from qtg.api.server import serve_metrics_only
+
+    assert runtime.settings.metrics_port is not None
+    await serve_metrics_only(
+        runtime.ctx,
+        runtime.metrics,
+        runtime.settings,
+        runtime.settings.metrics_port,
         task_status=task_status,
     )
 
@@ -264,6 +283,7 @@ def build_worker(worker: LoadedWorker, runtime: Runtime) -> WorkerFn:
         reactive=settings.reactive,
         heartbeat=heartbeat,
         drain=spec.drain,
+        metrics=runtime.metrics.worker(resolved.name),
     )
 
 
@@ -588,6 +608,11 @@ async def _run(
     runtime.workers = resolve_workers(settings, getattr(providers, "capabilities", ()), specs)
     _log_worker_set(runtime.workers)
     loaded = load(runtime.workers)
+    runtime.metrics.describe_process(
+        network_class=settings.network_class,
+        workers=[w.resolved.name for w in loaded],
+        instance=runtime.instance_id,
+    )
     if loaded:
         await heartbeat_rows.seed_heartbeats(
             db,

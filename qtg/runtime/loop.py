@@ -42,6 +42,7 @@ import trio
 
 from qtg.db.hub import Wakeup
 from qtg.runtime.heartbeats import Heartbeat, describe_error
+from qtg.runtime.metrics import WorkerMetrics
 
 log = logging.getLogger("qtg.runtime.loop")
 
@@ -81,6 +82,7 @@ async def run_loop(
     heartbeat: Heartbeat | None = None,
     rng: random.Random | None = None,
     drain: bool = True,
+    metrics: WorkerMetrics | None = None,
 ) -> None:
     """Run `func` forever as worker `name`; returns only by cancellation.
 
@@ -93,13 +95,25 @@ async def run_loop(
     and flushed by its own task beside the loop.
     """
     if heartbeat is None:
-        await _loop(name, func, interval, jitter, wakeup, next_due, reactive, None, rng, drain)
+        await _loop(
+            name, func, interval, jitter, wakeup, next_due, reactive, None, rng, drain, metrics
+        )
         return
     async with trio.open_nursery() as nursery:
         nursery.start_soon(heartbeat.run)
         try:
             await _loop(
-                name, func, interval, jitter, wakeup, next_due, reactive, heartbeat, rng, drain
+                name,
+                func,
+                interval,
+                jitter,
+                wakeup,
+                next_due,
+                reactive,
+                heartbeat,
+                rng,
+                drain,
+                metrics,
             )
         finally:
             nursery.cancel_scope.cancel()
@@ -116,6 +130,7 @@ async def _loop(
     heartbeat: Heartbeat | None,
     rng: random.Random | None,
     drain: bool = True,
+    metrics: WorkerMetrics | None = None,
 ) -> None:
     rng = rng or random.Random()
     listen = wakeup if reactive else None
@@ -124,6 +139,7 @@ async def _loop(
         if listen is not None:
             listen.clear()  # before the pass: a notify during it means one more pass
         due: datetime | None = None
+        started = trio.current_time()
         try:
             count = await func()
             if reactive and count == 0 and next_due is not None:
@@ -132,6 +148,8 @@ async def _loop(
             consecutive_errors += 1
             backoff = backoff_seconds(consecutive_errors)
             _log_failure(name, exc, consecutive_errors, backoff)
+            if metrics is not None:
+                metrics.failed(trio.current_time() - started, backoff is not None)
             if heartbeat is not None:
                 heartbeat.record_failure(exc, consecutive_errors, backoff is not None)
             if backoff is not None:
@@ -145,6 +163,8 @@ async def _loop(
                 extra={"worker": name, "after_errors": consecutive_errors},
             )
         consecutive_errors = 0
+        if metrics is not None:
+            metrics.succeeded(count, trio.current_time() - started)
         if heartbeat is not None:
             heartbeat.record_success(count)
         if count > 0 and log.isEnabledFor(logging.DEBUG):

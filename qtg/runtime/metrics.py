@@ -1,0 +1,199 @@
+"""Prometheus instruments of one runtime process (issue 16, part 1).
+
+One `RuntimeMetrics` per runtime, each with its own `CollectorRegistry` (never
+the library's global default registry), so several runtimes or apps in one
+test process never share or collide on series.
+
+What is measured where:
+- workers: `WorkerMetrics`, fed by the one worker loop (qtg/runtime/loop.py);
+- API requests: `qtg.api.app.RequestMetrics` middleware, by route *template*;
+- backlogs: read from the database at scrape time by one bounded query
+  (sql/metrics/backlog.sql), cached `BACKLOG_CACHE_SECONDS` so that many
+  scrapers cost at most one query per second per process.
+
+Process-wide facts (network class, worker set, instance id) are labels of one
+info metric, `qtg_process_info`, not constant labels on every series — the
+usual Prometheus practice (join with `* on(instance) group_left`). The label
+is `instance_id` (the heartbeat rows' id), not `instance`, which Prometheus
+sets itself from the scrape target.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+
+import trio
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from qtg.db import Database, sql_family
+from qtg.runtime.heartbeats import describe_error
+
+__all__ = ["CONTENT_TYPE_LATEST", "RuntimeMetrics", "WorkerMetrics"]
+
+log = logging.getLogger("qtg.runtime.metrics")
+
+SQL = sql_family("metrics", "backlog")
+
+#: Many scrapers → at most one backlog query per this many seconds per process.
+BACKLOG_CACHE_SECONDS = 1.0
+
+#: Every (kind, state) the backlog query can return; reported as 0 when absent,
+#: so a drained backlog reads 0 instead of vanishing.
+BACKLOG_SERIES: tuple[tuple[str, str], ...] = (
+    ("node", "READY"),
+    ("node", "SUBMITTING"),
+    ("node", "SUBMITTED"),
+    ("node", "OBSERVING"),
+    ("node", "UNKNOWN"),
+    ("request", "MANUAL_INTERVENTION"),
+    ("callback", "pending"),
+    ("callback", "dlq"),
+    ("audit_outbox", "pending"),
+)
+
+_PASS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class WorkerMetrics:
+    """One worker's series, bound to its name once (no label lookup per pass)."""
+
+    def __init__(self, metrics: RuntimeMetrics, name: str) -> None:
+        self._passes_ok = metrics.worker_passes.labels(worker=name, outcome="ok")
+        self._passes_error = metrics.worker_passes.labels(worker=name, outcome="error")
+        self._items = metrics.worker_items.labels(worker=name)
+        self._errors = metrics.worker_errors.labels(worker=name)
+        self._duration = metrics.worker_pass_seconds.labels(worker=name)
+        self._last_success = metrics.worker_last_success.labels(worker=name)
+        self._in_backoff = metrics.worker_in_backoff.labels(worker=name)
+
+    def succeeded(self, items: int, seconds: float) -> None:
+        self._passes_ok.inc()
+        if items > 0:
+            self._items.inc(items)
+        self._duration.observe(seconds)
+        self._last_success.set(time.time())
+        self._in_backoff.set(0)
+
+    def failed(self, seconds: float, in_backoff: bool) -> None:
+        self._passes_error.inc()
+        self._errors.inc()
+        self._duration.observe(seconds)
+        self._in_backoff.set(1 if in_backoff else 0)
+
+
+class RuntimeMetrics:
+    """The registry and every instrument of one process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.info = Info(
+            "qtg_process", "This process: network class, worker set, instance", registry=r
+        )
+        self.worker_passes = Counter(
+            "qtg_worker_passes", "Worker passes, by outcome", ["worker", "outcome"], registry=r
+        )
+        self.worker_items = Counter(
+            "qtg_worker_items", "Items processed by worker passes", ["worker"], registry=r
+        )
+        self.worker_errors = Counter(
+            "qtg_worker_errors", "Worker passes that raised", ["worker"], registry=r
+        )
+        self.worker_pass_seconds = Histogram(
+            "qtg_worker_pass_duration_seconds",
+            "Duration of one worker pass",
+            ["worker"],
+            buckets=_PASS_BUCKETS,
+            registry=r,
+        )
+        self.worker_last_success = Gauge(
+            "qtg_worker_last_success_timestamp_seconds",
+            "Unix time of the worker's last successful pass",
+            ["worker"],
+            registry=r,
+        )
+        self.worker_in_backoff = Gauge(
+            "qtg_worker_in_backoff",
+            "1 while the worker waits out an error backoff",
+            ["worker"],
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "qtg_http_requests",
+            "API requests, by method, route template and status",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.http_seconds = Histogram(
+            "qtg_http_request_duration_seconds",
+            "API request duration, by method and route template",
+            ["method", "route"],
+            buckets=_HTTP_BUCKETS,
+            registry=r,
+        )
+        self.stream_clients = Gauge(
+            "qtg_stream_clients", "Connected /v3/stream WebSocket clients", registry=r
+        )
+        self.backlog = Gauge(
+            "qtg_backlog",
+            "Backlog rows in the database at scrape time (cached 1 s), by kind and state",
+            ["kind", "state"],
+            registry=r,
+        )
+        self.backlog_queries = Counter(
+            "qtg_metrics_backlog_queries",
+            "Backlog queries this process ran for scrapes (at most one per second)",
+            registry=r,
+        )
+        self.backlog_errors = Counter(
+            "qtg_metrics_backlog_errors",
+            "Backlog queries that failed (the previous values are kept)",
+            registry=r,
+        )
+        self._backlog_lock = trio.Lock()
+        self._backlog_at: float | None = None
+
+    def describe_process(
+        self, *, network_class: str, workers: Iterable[str], instance: str
+    ) -> None:
+        """Set `qtg_process_info`; the worker set is the sorted names joined by '+'."""
+        self.info.info(
+            {
+                "network_class": network_class,
+                "workers": "+".join(sorted(workers)) or "none",
+                "instance_id": instance,
+            }
+        )
+
+    def worker(self, name: str) -> WorkerMetrics:
+        return WorkerMetrics(self, name)
+
+    async def refresh_backlog(self, db: Database, network_class: str) -> None:
+        """Re-read the backlogs unless read less than BACKLOG_CACHE_SECONDS ago.
+
+        The lock makes concurrent scrapes wait for the one query in flight
+        instead of each running their own.
+        """
+        async with self._backlog_lock:
+            now = trio.current_time()
+            if self._backlog_at is not None and now - self._backlog_at < BACKLOG_CACHE_SECONDS:
+                return
+            self.backlog_queries.inc()
+            try:
+                rows = await db.fetch(SQL.backlog, {"network_class": network_class})
+            except Exception as exc:  # a scrape still answers, with the last values
+                self.backlog_errors.inc()
+                log.warning("backlog query failed", extra={"error": describe_error(exc)})
+                return
+            finally:
+                self._backlog_at = trio.current_time()
+            found = {(row["kind"], row["state"]): row["total"] for row in rows}
+            for kind, state in BACKLOG_SERIES:
+                self.backlog.labels(kind=kind, state=state).set(found.get((kind, state), 0))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,47 @@
+"""The Grafana dashboard and the README name only series the runtime exposes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from qtg.runtime.metrics import RuntimeMetrics
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARD = REPO / "qtg" / "api" / "metrics" / "grafana-dashboard.json"
+
+
+def exposed_names() -> set[str]:
+    metrics = RuntimeMetrics()
+    metrics.describe_process(network_class="default", workers=["w"], instance="i")
+    metrics.worker("w").succeeded(1, 0.01)
+    metrics.http_requests.labels("GET", "/healthz", "200").inc()
+    metrics.http_seconds.labels("GET", "/healthz").observe(0.01)
+    metrics.backlog.labels(kind="node", state="READY").set(0)
+    text = metrics.exposition().decode()
+    return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_every_dashboard_query_names_an_exposed_series() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"\bqtg_[a-z_]+", e)}
+    assert used and used <= exposed_names(), used - exposed_names()
+
+
+def test_the_process_info_does_not_shadow_prometheus_instance_label() -> None:
+    metrics = RuntimeMetrics()
+    metrics.describe_process(network_class="default", workers=["b", "a"], instance="host:1")
+    [family] = [
+        f
+        for f in text_string_to_metric_families(metrics.exposition().decode())
+        if f.name == "qtg_process_info"
+    ]
+    assert family.samples[0].labels == {
+        "network_class": "default",
+        "workers": "a+b",
+        "instance_id": "host:1",
+    }
