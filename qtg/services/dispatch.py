@@ -1,7 +1,10 @@
 """node_dispatcher (reference §1): feed READY nodes into the execution pipeline.
 
-One node per pass. The claim walks unlocked FIFO candidates and claims each
-under a miss-only savepoint. Then, still holding node and request:
+With MG_NODE_DISPATCH_BATCH_SIZE=1, one node per pass (the reference): the
+claim walks unlocked FIFO candidates and claims each under a miss-only
+savepoint. Above 1 (issue 15), `dispatch_batch` claims up to that many nodes
+(one per request) in one statement and commits all their write-ahead rows at
+once; everything below then holds for each node of the batch. Then, still holding node and request:
 plan-hash drift check → ExecutionContext (with `$ref` resolution) → the
 plan's risk controls → preflight → prepare → sign. Then the write-ahead step
 (DESIGN §4): the node becomes SUBMITTING with its prepared action and
