@@ -42,6 +42,9 @@ def runtime_env(dsn: str, *, reactive: bool, **overrides: str) -> dict[str, str]
         }
     )
     env.update(overrides)
+    # QTG_BENCH_RUNTIME_ENV="MG_A=1,MG_B=2": settings for A/B runs of one lever
+    extra = os.environ.get("QTG_BENCH_RUNTIME_ENV", "")
+    env.update(dict(kv.split("=", 1) for kv in extra.split(",") if "=" in kv))
     return env
 
 

@@ -364,6 +364,12 @@ class Settings:
     # MG_API_HOST:MG_METRICS_PORT (0: an ephemeral port, logged). Unset: no listener.
     metrics_port: int | None = setting("MG_METRICS_PORT", None, minimum=0)
 
+    # ---- speed (issue 15)
+    # READY nodes one dispatcher pass claims in one statement and one write-ahead
+    # commit, then submits side by side (nonce lanes in claim order). 1: the
+    # reference's one-node-per-pass dispatcher.
+    node_dispatch_batch_size: int = count("MG_NODE_DISPATCH_BATCH_SIZE", 16)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `env` (default: the process environment)."""

@@ -1,7 +1,10 @@
 """node_dispatcher (reference §1): feed READY nodes into the execution pipeline.
 
-One node per pass. The claim walks unlocked FIFO candidates and claims each
-under a miss-only savepoint. Then, still holding node and request:
+With MG_NODE_DISPATCH_BATCH_SIZE=1, one node per pass (the reference): the
+claim walks unlocked FIFO candidates and claims each under a miss-only
+savepoint. Above 1 (issue 15), `dispatch_batch` claims up to that many nodes
+(one per request) in one statement and commits all their write-ahead rows at
+once; everything below then holds for each node of the batch. Then, still holding node and request:
 plan-hash drift check → ExecutionContext (with `$ref` resolution) → the
 plan's risk controls → preflight → prepare → sign. Then the write-ahead step
 (DESIGN §4): the node becomes SUBMITTING with its prepared action and
@@ -65,6 +68,7 @@ SQL = sql_family(
     "dispatch",
     "list_candidates",
     "claim_candidate",
+    "claim_batch",
     "write_ahead",
     "start_observing",
     "lock_submitting",
@@ -93,7 +97,10 @@ class Submission:
 
 
 async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
-    """One pass: claim at most one READY node and drive it as far as submit.
+    """One pass: claim READY nodes and drive them as far as submit.
+
+    With MG_NODE_DISPATCH_BATCH_SIZE = 1 a pass claims at most one node (the
+    reference's walk, `dispatch_one_node`); above 1, `dispatch_batch`.
 
     With MG_NODE_DISPATCH_CONCURRENCY = n > 1 a pass runs n such single-node
     dispatches side by side, each its own claim and transactions — as n
@@ -103,13 +110,14 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
     were dispatched.
     """
     concurrency = ctx.settings.node_dispatch_concurrency
+    unit = dispatch_one_node if ctx.settings.node_dispatch_batch_size == 1 else dispatch_batch
     if concurrency == 1:
-        return await dispatch_one_node(ctx)
+        return await unit(ctx)
     failures: list[Exception] = []
 
     async def isolated(_: int) -> int:
         try:
-            return await dispatch_one_node(ctx)
+            return await unit(ctx)
         except Exception as exc:  # the siblings' submits must finish: raised below
             failures.append(exc)
             return 0
@@ -139,6 +147,86 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
             extra={"tries": walk.tries, "locked_requests": len(walk.missed_requests)},
         )
     return 0
+
+
+async def dispatch_batch(ctx: ServiceContext) -> int:
+    """Claim up to MG_NODE_DISPATCH_BATCH_SIZE READY nodes in one statement,
+    prepare each and write all their write-ahead SUBMITTING rows in ONE
+    synchronous commit, then submit them side by side. Returns how many nodes
+    were claimed.
+
+    Every check of the single-node path runs per node, in `_prepare`, on the
+    same locks (node and request, FOR NO KEY UPDATE): at most one node per
+    request is claimed, so each request's snapshot is its own and moves as in
+    the serial path. Nothing before the commit has a side effect. After it each
+    node is submitted by `_submit`, exactly as alone — except that nodes of one
+    nonce lane (`lane_key`) are submitted one after the other in claim order,
+    since their nonces were reserved in that order by `prepare`. One failing
+    submit does not cancel the others (its error is raised once all finished).
+    """
+    submissions: list[Submission] = []
+    async with ctx.db.transaction() as tx:
+        rows = await tx.fetch(
+            SQL.claim_batch,
+            {
+                "network_class": ctx.settings.network_class,
+                "limit": ctx.settings.node_dispatch_batch_size,
+            },
+        )
+        for row in rows:
+            snap = await progress.load_snapshot(tx, row["request_id"], plan_edges=True)
+            submission = await _prepare(ctx, tx, row["id"], snap)
+            if submission is not None:
+                submissions.append(submission)
+    # the write-ahead commit of the whole batch happened when the block above closed
+    await submit_in_lanes(ctx, submissions)
+    return len(rows)
+
+
+def lane_key(sub: Submission) -> str | None:
+    """The nonce lane of a submission: the executor's `lane_key(prepared)` if it
+    has one (evm: chain and sender), else None — no ordering constraint."""
+    key_of = getattr(sub.executor, "lane_key", None)
+    return None if key_of is None else key_of(sub.prepared)
+
+
+def lanes(submissions: list[Submission]) -> list[list[Submission]]:
+    """Group submissions into sequences that must run in order: one per nonce
+    lane (in claim order), one of its own for each lane-less submission."""
+    grouped: dict[str, list[Submission]] = {}
+    out: list[list[Submission]] = []
+    for sub in submissions:
+        key = lane_key(sub)
+        if key is None:
+            out.append([sub])
+        elif key in grouped:
+            grouped[key].append(sub)
+        else:
+            grouped[key] = [sub]
+            out.append(grouped[key])
+    return out
+
+
+async def submit_in_lanes(ctx: ServiceContext, submissions: list[Submission]) -> None:
+    """Submit every lane side by side, each lane's submissions in order."""
+    failures: list[BaseException] = []
+
+    async def run_lane(lane: list[Submission]) -> int:
+        for sub in lane:
+            try:
+                await _submit(ctx, sub)
+            except Exception as exc:  # the other lanes' submits must finish: raised below
+                # The rest of this lane stays SUBMITTING (write-ahead committed):
+                # recovery resolves it, and no later nonce jumps a failed one.
+                failures.append(exc)
+                break
+        return len(lane)
+
+    groups = lanes(submissions)
+    if groups:
+        await run_each(run_lane, groups, len(groups))
+    if failures:
+        raise failures[0]
 
 
 @dataclass(slots=True)

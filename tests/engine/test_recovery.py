@@ -71,7 +71,8 @@ async def test_longest_idle_unknown_node_goes_first(svc: ServiceContext) -> None
     )
     for _ in range(3):
         await movement(svc, "cex")
-    while await dispatch_ready_nodes(svc):
+    serial = with_settings(svc, node_dispatch_batch_size=1)  # so they go UNKNOWN in FIFO order
+    while await dispatch_ready_nodes(serial):
         pass
     await recover_unknown_nodes(with_settings(svc, node_recovery_batch_size=4))
     rows = await svc.db.fetch(NODE_STATES)

@@ -138,6 +138,13 @@ class EvmExecutor:
             signer_key=self._signer.key,
         )
 
+    def lane_key(self, prepared: PreparedAction) -> str:
+        """The nonce lane (issue 15): one sender on one chain. A batching
+        dispatcher submits one lane's transactions in the order their nonces
+        were reserved (prepare order)."""
+        tx = json.loads(prepared.payload)
+        return f"evm:{tx['chainId']}:{str(tx['from']).lower()}"
+
     async def submit(
         self,
         ctx: ExecutionContext,

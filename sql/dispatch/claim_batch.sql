@@ -1,0 +1,29 @@
+-- Issue 15, the batch claim: up to %(limit)s READY nodes, at most one per
+-- request (the first by id, as the per-candidate walk would take it), FIFO by
+-- request age, locked with their requests in ONE statement. SKIP LOCKED drops a
+-- candidate whose node or request someone else holds; PostgreSQL re-checks the
+-- WHERE clause on each row it locks, so a node that moved since the candidate
+-- scan is dropped too. A node locked before its request was found held stays
+-- locked (still READY) until this transaction ends: the next pass takes it.
+WITH candidates AS MATERIALIZED (
+    SELECT DISTINCT ON (n.request_id) n.id, r.created_at
+    FROM movement_request_nodes n
+    JOIN movement_requests r ON r.id = n.request_id
+    WHERE n.node_state = 'READY'
+      AND n.node_kind <> 'manual'
+      AND r.request_state IN ('APPROVED', 'EXECUTING')
+      AND r.network_class = %(network_class)s
+    ORDER BY n.request_id, n.id
+)
+SELECT movement_request_nodes.id, movement_request_nodes.request_id,
+       movement_requests.request_state
+FROM candidates
+JOIN movement_request_nodes ON movement_request_nodes.id = candidates.id
+JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id
+WHERE movement_request_nodes.node_state = 'READY'
+  AND movement_request_nodes.node_kind <> 'manual'
+  AND movement_requests.request_state IN ('APPROVED', 'EXECUTING')
+  AND movement_requests.network_class = %(network_class)s
+ORDER BY candidates.created_at, movement_request_nodes.id
+LIMIT %(limit)s
+FOR NO KEY UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED
