@@ -32,3 +32,27 @@ async def run_each(fn: Callable[[T], Awaitable[int]], items: Sequence[T], limit:
         for item in items:
             nursery.start_soon(one, item)
     return total
+
+
+async def run_each_isolated(
+    fn: Callable[[T], Awaitable[int]], items: Sequence[T], limit: int
+) -> int:
+    """Like `run_each`, but one item's exception does not cancel the others.
+
+    For work past a write-ahead commit (submits): a sibling's failure must not
+    cancel a side effect in flight. A failed item counts 0; once every item has
+    finished, the first exception is raised.
+    """
+    failures: list[Exception] = []
+
+    async def isolated(item: T) -> int:
+        try:
+            return await fn(item)
+        except Exception as exc:  # the siblings must finish: raised below
+            failures.append(exc)
+            return 0
+
+    done = await run_each(isolated, items, limit)
+    if failures:
+        raise failures[0]
+    return done

@@ -59,7 +59,7 @@ from qtg.domain.states import NodeState, RequestState
 from qtg.providers.base import Executor, PreparedAction, ProviderError, SubmitRejected
 from qtg.providers.registry import UnknownExecutorError, UnknownSignerError
 from qtg.services import progress
-from qtg.services.batch import run_each
+from qtg.services.batch import run_each_isolated
 from qtg.services.context import ServiceContext
 
 log = logging.getLogger("qtg.services.dispatch")
@@ -113,19 +113,7 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
     unit = dispatch_one_node if ctx.settings.node_dispatch_batch_size == 1 else dispatch_batch
     if concurrency == 1:
         return await unit(ctx)
-    failures: list[Exception] = []
-
-    async def isolated(_: int) -> int:
-        try:
-            return await unit(ctx)
-        except Exception as exc:  # the siblings' submits must finish: raised below
-            failures.append(exc)
-            return 0
-
-    done = await run_each(isolated, range(concurrency), concurrency)
-    if failures:
-        raise failures[0]
-    return done
+    return await run_each_isolated(lambda _: unit(ctx), range(concurrency), concurrency)
 
 
 async def dispatch_one_node(ctx: ServiceContext) -> int:
@@ -209,24 +197,17 @@ def lanes(submissions: list[Submission]) -> list[list[Submission]]:
 
 async def submit_in_lanes(ctx: ServiceContext, submissions: list[Submission]) -> None:
     """Submit every lane side by side, each lane's submissions in order."""
-    failures: list[BaseException] = []
 
     async def run_lane(lane: list[Submission]) -> int:
+        # A failed submit ends its lane: the rest stays SUBMITTING (write-ahead
+        # committed) for recovery, and no later nonce jumps a failed one.
         for sub in lane:
-            try:
-                await _submit(ctx, sub)
-            except Exception as exc:  # the other lanes' submits must finish: raised below
-                # The rest of this lane stays SUBMITTING (write-ahead committed):
-                # recovery resolves it, and no later nonce jumps a failed one.
-                failures.append(exc)
-                break
+            await _submit(ctx, sub)
         return len(lane)
 
     groups = lanes(submissions)
     if groups:
-        await run_each(run_lane, groups, len(groups))
-    if failures:
-        raise failures[0]
+        await run_each_isolated(run_lane, groups, len(groups))
 
 
 @dataclass(slots=True)
