@@ -61,11 +61,17 @@ def row_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_encoding(prev_hash, row)).hexdigest()
 
 
-def chain(prev_hash: str, rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """(prev_hash, row_hash) for each row in order, continuing from `prev_hash`."""
+def chain(
+    prev_hash: str, rows: Iterable[Mapping[str, Any]], key: bytes | None = None
+) -> list[tuple[str, str]]:
+    """(prev_hash, row_hash) for each row in order, continuing from `prev_hash`.
+
+    With `key`, each hash is the keyed one (`keyed_row_hash`); without, the
+    legacy sha256 (`row_hash`).
+    """
     out: list[tuple[str, str]] = []
     for row in rows:
-        current = row_hash(prev_hash, row)
+        current = row_hash(prev_hash, row) if key is None else keyed_row_hash(key, prev_hash, row)
         out.append((prev_hash, current))
         prev_hash = current
     return out
@@ -122,18 +128,6 @@ def key_id(key: bytes) -> str:
 def keyed_row_hash(key: bytes, prev_hash: str, row: Mapping[str, Any]) -> str:
     """Lowercase hex HMAC-SHA256 of the canonical encoding under `key`."""
     return hmac.new(key, canonical_encoding(prev_hash, row), hashlib.sha256).hexdigest()
-
-
-def keyed_chain(
-    key: bytes, prev_hash: str, rows: Iterable[Mapping[str, Any]]
-) -> list[tuple[str, str]]:
-    """(prev_hash, row_hash) for each row in order under `key`, continuing from `prev_hash`."""
-    out: list[tuple[str, str]] = []
-    for row in rows:
-        current = keyed_row_hash(key, prev_hash, row)
-        out.append((prev_hash, current))
-        prev_hash = current
-    return out
 
 
 CHECKPOINT_FIELDS: tuple[str, ...] = ("head_id", "head_hash", "count", "key_id", "created_at")

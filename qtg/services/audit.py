@@ -149,7 +149,7 @@ async def promote_pending(
             hashes = audit_chain.chain(head, rows)
             version, kid = audit_chain.LEGACY_VERSION, None
         else:
-            hashes = audit_chain.keyed_chain(keys.current, head, rows)
+            hashes = audit_chain.chain(head, rows, keys.current)
             version, kid = audit_chain.KEYED_VERSION, keys.current_id
         # sent pipelined, in this order, with the commit
         for row, (prev, current) in zip(rows, hashes, strict=True):
