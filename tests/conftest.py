@@ -25,6 +25,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from runtime.rt_procs import RuntimeProcess, terminate_all
 
 from qtg.db import Database, ListenHub
 from qtg.db.migrate import MIGRATIONS_ROOT, migrate
@@ -160,3 +161,11 @@ async def hub(dsn: str, nursery) -> ListenHub:
     listen_hub = ListenHub(dsn, reconnect_min_seconds=0.02, reconnect_max_seconds=0.5)
     await nursery.start(listen_hub.run)
     return listen_hub
+
+
+@pytest.fixture
+def procs() -> Iterator[list[RuntimeProcess]]:
+    """Runtime processes a test starts (append them); all terminated at teardown."""
+    started: list[RuntimeProcess] = []
+    yield started
+    terminate_all(started)

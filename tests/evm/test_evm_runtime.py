@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import trio
-from runtime.rt_procs import RuntimeProcess, base_env, query, terminate_all, wait_until
+from runtime.rt_procs import RuntimeProcess, base_env, query, wait_until
 
 from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, deploy_token, token_balance
 from qtg.config import Settings
@@ -86,13 +86,6 @@ def completed(dsn: str, ids: list[str]) -> bool:
         )
         raise AssertionError(f"{stuck}: {why}")
     return len(rows) == len(ids) and set(rows.values()) == {"COMPLETED"}
-
-
-@pytest.fixture
-def procs():
-    started: list[RuntimeProcess] = []
-    yield started
-    terminate_all(started)
 
 
 def launch(procs: list, dsn: str, anvil, **env: str) -> RuntimeProcess:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
-from runtime.rt_procs import RuntimeProcess, base_env, terminate_all, wait_until
+from runtime.rt_procs import RuntimeProcess, base_env, wait_until
 from runtime.test_runtime_end_to_end import CHAIN, POOL, create_and_approve
 
 from qtg.db import Database
@@ -23,13 +23,6 @@ from qtg.services.tokens import create_token
 pytestmark = pytest.mark.slow
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-@pytest.fixture
-def procs():
-    started: list[RuntimeProcess] = []
-    yield started
-    terminate_all(started)
 
 
 def launch(

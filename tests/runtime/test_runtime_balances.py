@@ -12,16 +12,9 @@ import trio
 
 from qtg.db import Database
 from qtg.services import tokens
-from runtime.rt_procs import RuntimeProcess, base_env, terminate_all, wait_until
+from runtime.rt_procs import RuntimeProcess, base_env, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def procs():
-    started: list[RuntimeProcess] = []
-    yield started
-    terminate_all(started)
 
 
 def launch(procs: list, dsn: str, *args: str) -> tuple[RuntimeProcess, str]:

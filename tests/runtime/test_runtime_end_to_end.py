@@ -28,7 +28,6 @@ from runtime.rt_procs import (
     base_env,
     private_dir,
     query,
-    terminate_all,
     wait_until,
 )
 
@@ -94,13 +93,6 @@ def submissions(dsn: str) -> tuple[int, int, int]:
 def data_root():
     with private_dir("qtg-rt-e2e-") as path:
         yield path
-
-
-@pytest.fixture
-def procs():
-    started: list[RuntimeProcess] = []
-    yield started
-    terminate_all(started)
 
 
 # The sandbox provider keeps its "remote side" in the same database and takes a

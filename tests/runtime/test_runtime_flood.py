@@ -24,7 +24,6 @@ from runtime.test_runtime_end_to_end import (
     all_completed,
     create_and_approve,
     launch,
-    procs,  # noqa: F401 - fixture
 )
 
 pytestmark = pytest.mark.slow
@@ -113,7 +112,7 @@ def _elapsed(dsn: str, rid: str) -> float:
     return float(elapsed)
 
 
-def test_a_request_flood_does_not_stall_the_workers(dsn, procs) -> None:  # noqa: F811
+def test_a_request_flood_does_not_stall_the_workers(dsn, procs) -> None:
     proc = launch(procs, dsn, "--seed-demo", **SLOW_SANDBOX)
     proc.wait_ready()
     url = proc.wait_for(lambda r: r.get("msg") == "API listening")["url"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runtime.rt_procs import RuntimeProcess, base_env, query, terminate_all, wait_until
+from runtime.rt_procs import RuntimeProcess, base_env, query, wait_until
 from runtime.rt_workload import SETUP
 
 pytestmark = pytest.mark.slow
@@ -42,13 +42,6 @@ def add_jobs(dsn: str, n: int, payload: str = "") -> None:
 
 def counts(dsn: str) -> tuple[int, int, int]:
     return query(dsn, COUNTS)[0]
-
-
-@pytest.fixture
-def procs():
-    started: list[RuntimeProcess] = []
-    yield started
-    terminate_all(started)
 
 
 def entry(procs: list, dsn: str, workers: str = "job_runner", **env: str) -> RuntimeProcess:

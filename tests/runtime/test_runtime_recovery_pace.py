@@ -15,7 +15,7 @@ from qtg.db import Database
 from qtg.services.templates import create_template
 from runtime.rt_procs import query, wait_until
 from runtime.test_runtime_balances import token
-from runtime.test_runtime_end_to_end import create_and_approve, launch, procs  # noqa: F401
+from runtime.test_runtime_end_to_end import create_and_approve, launch
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def add_template(dsn: str) -> None:
     trio.run(run)
 
 
-def test_an_undecidable_node_is_asked_at_a_measured_pace(dsn, procs) -> None:  # noqa: F811
+def test_an_undecidable_node_is_asked_at_a_measured_pace(dsn, procs) -> None:
     proc = launch(
         procs,
         dsn,

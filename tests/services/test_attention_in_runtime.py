@@ -5,14 +5,13 @@ qtg_notification, not the 60 s interval), and a retried webhook comes back at it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import schema_rows as rows
 import trio
 from receiver import Receiver
-from runtime.rt_procs import RuntimeProcess, base_env, terminate_all
+from runtime.rt_procs import RuntimeProcess, base_env
 from smtp_server import Inbox, SmtpServer
 
 from qtg.db import Database, Query
@@ -28,13 +27,6 @@ LATENCY = Query(
     " JOIN notification_deliveries d ON d.message_id = m.id"
     " JOIN notifications n ON n.id = d.notification_id WHERE m.status = 'sent' ORDER BY m.route",
 )
-
-
-@pytest.fixture
-def procs() -> Iterator[list[RuntimeProcess]]:
-    started: list[RuntimeProcess] = []
-    yield started
-    terminate_all(started)
 
 
 def _break_one(dsn: str) -> None:

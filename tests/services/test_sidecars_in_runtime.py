@@ -7,14 +7,13 @@ second can only be the wake-up or the next_due deadline at work.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from receiver import Receiver
-from runtime.rt_procs import RuntimeProcess, base_env, terminate_all
+from runtime.rt_procs import RuntimeProcess, base_env
 from sidecar_fixtures import ensure_template, make_settings, new_movement
 
 from qtg.db import Database, Query
@@ -56,13 +55,6 @@ RETRIED = Query(
     "SELECT attempts = 2 AND status = 'pending' AND last_status_code = 500"
     " FROM movement_callback_outbox WHERE request_id = %(id)s",
 )
-
-
-@pytest.fixture
-def procs() -> Iterator[list[RuntimeProcess]]:
-    started: list[RuntimeProcess] = []
-    yield started
-    terminate_all(started)
 
 
 async def poll(db: Database, query: Query, params: dict[str, Any], within: float) -> Any:
