@@ -87,6 +87,9 @@ class Settings:
     reactive: bool = setting("MG_REACTIVE", True)
     worker_jitter_seconds: float = setting("MG_WORKER_JITTER_SECONDS", 0.0, minimum=0)
     heartbeat_min_interval_seconds: float = interval("MG_HEARTBEAT_MIN_INTERVAL_SECONDS", 1.0)
+    # Rows of processes silent this long (and for ten of their intervals) are
+    # deleted when a process starts: one set of rows per start otherwise piles up.
+    heartbeat_retention_seconds: float = interval("MG_HEARTBEAT_RETENTION_SECONDS", 7 * 86400.0)
     log_level: str = setting("MG_LOG_LEVEL", "INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     log_format: str = setting("MG_LOG_FORMAT", "json", choices=("json", "text"))
 
