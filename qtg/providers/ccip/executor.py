@@ -1,0 +1,535 @@
+"""The `ccip` executor (issue 12): `ccip_send` and the `ccip_delivery` observe.
+
+Node config `ccip`: {"lane": name in MG_CCIP_LANES, "token": address, "decimals": int,
+"fee_token": address | absent (native), "gas_limit": int (200000)}; the intent gives
+`amount` (whole units) and `destination` (the receiver on the destination chain).
+
+ccip_send: prepare approves the token to the router when the allowance is short
+(its own nonce reservation, waited for), asks `getFee`, reserves the send's nonce
+and builds the `ccipSend` transaction; submit writes the send intent ahead of the
+broadcast (qtg.services.ccip), broadcasts, and the observation reads the message
+id from the receipt's logs. ccip_delivery follows that message id to its
+execution state in the destination's logs. `recover` decides from the chain:
+intent → transaction → message id → execution, never a blind re-send.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import trio
+from eth_utils import keccak
+
+from qtg.db import Database
+from qtg.domain.ccip import (
+    Execution,
+    IntentState,
+    Lane,
+    allowance_data,
+    approve_data,
+    ccip_send_data,
+    evm2any_message,
+    execution_from_logs,
+    execution_topics,
+    get_fee_data,
+    message_id_from_logs,
+)
+from qtg.domain.context import ExecutionContext
+from qtg.domain.evm import is_address, nonce_lane_key, to_base_units
+from qtg.providers.base import (
+    HealthReport,
+    HealthState,
+    ObserveResult,
+    ObserveStatus,
+    PreflightError,
+    PreparedAction,
+    RecoverOutcome,
+    RecoverResult,
+    SubmitRejected,
+    SubmitResult,
+)
+from qtg.providers.evm.executor import crash_point, fee_per_gas
+from qtg.providers.evm.rpc import EvmRpc, RpcError
+from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.services import ccip as intents
+from qtg.services import evm_nonces
+
+EXECUTOR_KEY = "ccip"
+ACTION_TYPES = frozenset({"ccip_send", "ccip_delivery"})
+DEFAULT_GAS_LIMIT = 200_000
+#: How long prepare waits for its approve transaction to be mined.
+APPROVE_WAIT_SECONDS = 60.0
+
+S = IntentState
+
+
+class CcipExecutor:
+    key = EXECUTOR_KEY
+    action_types = ACTION_TYPES
+
+    def __init__(
+        self,
+        db: Database,
+        rpcs: dict[int, EvmRpc],
+        signer: EvmLocalSigner,
+        lanes: dict[str, Lane],
+    ) -> None:
+        self._db = db
+        self._rpcs = rpcs
+        self._signer = signer
+        self._lanes = lanes
+
+    # ---------------------------------------------------------------- helpers
+    def _lane(self, name: Any) -> Lane:
+        lane = self._lanes.get(name) if isinstance(name, str) else None
+        if lane is None:
+            raise PreflightError(
+                f"ccip.lane {name!r} names no lane in MG_CCIP_LANES", code="CCIP_LANE_UNKNOWN"
+            )
+        for chain in (lane.chain_id, lane.dest_chain_id):
+            if chain not in self._rpcs:
+                raise PreflightError(
+                    f"lane {lane.name}: chain {chain} has no client in MG_EVM_RPC_URLS",
+                    code="CCIP_CHAIN_UNKNOWN",
+                )
+        return lane
+
+    def _send(self, ctx: ExecutionContext) -> tuple[Lane, dict[str, Any]]:
+        cfg = dict(ctx.node_config.get("ccip") or {})
+        lane = self._lane(cfg.get("lane"))
+        receiver = ctx.intent.get("destination", cfg.get("destination"))
+        if not is_address(receiver):
+            raise PreflightError(
+                f"destination {receiver!r} is not an address", code="CCIP_BAD_DESTINATION"
+            )
+        token = cfg.get("token")
+        if not is_address(token):
+            raise PreflightError(f"ccip.token {token!r} is not an address", code="CCIP_BAD_TOKEN")
+        if lane.tokens and token.lower() not in lane.tokens:
+            raise PreflightError(
+                f"token {token} is not configured on lane {lane.name}", code="CCIP_BAD_TOKEN"
+            )
+        fee_token = cfg.get("fee_token")
+        if fee_token is not None and not is_address(fee_token):
+            raise PreflightError(
+                f"ccip.fee_token {fee_token!r} is not an address", code="CCIP_BAD_TOKEN"
+            )
+        gas_limit = cfg.get("gas_limit", DEFAULT_GAS_LIMIT)
+        if not isinstance(gas_limit, int) or gas_limit < 0:
+            raise PreflightError(
+                f"ccip.gas_limit {gas_limit!r} is not a gas amount", code="CCIP_BAD_GAS_LIMIT"
+            )
+        try:
+            amount = to_base_units(
+                str(ctx.intent.get("amount", cfg.get("amount"))), int(cfg.get("decimals", 18))
+            )
+        except ValueError as exc:
+            raise PreflightError(str(exc), code="CCIP_BAD_AMOUNT") from None
+        return lane, {
+            "receiver": receiver.lower(),
+            "token": token.lower(),
+            "amount": amount,
+            "fee_token": fee_token.lower() if fee_token else None,
+            "message": evm2any_message(receiver, token, amount, fee_token, gas_limit),
+        }
+
+    async def _sign_and_send(self, rpc: EvmRpc, tx: dict[str, Any]) -> str:
+        """Sign a side transaction (approve) ourselves and broadcast it; its hash."""
+        from qtg.domain.context import SigningIntent, SignRequest
+
+        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(payload.encode()).hexdigest()
+        raw = await self._signer.sign(
+            SignRequest(
+                request_id="",
+                request_node_id="",
+                signing_intent=SigningIntent(
+                    action="approve",
+                    asset="",
+                    amount="",
+                    destination=tx["to"],
+                    allowed_payload_hash=digest,
+                ),
+                payload_format="evm_tx_json",
+                payload=payload,
+                payload_hash=digest,
+                metadata={},
+            )
+        )
+        tx_hash = "0x" + keccak(bytes.fromhex(raw[2:])).hex()
+        try:
+            await rpc.call("eth_sendRawTransaction", raw)
+        except RpcError as exc:
+            if "already known" not in exc.message.lower():
+                raise
+        return tx_hash
+
+    async def _approve(self, ctx: ExecutionContext, rpc: EvmRpc, lane: Lane, s: dict) -> None:
+        """Approve the router for the amount when the allowance is short; wait for it."""
+        owner = self._signer.address
+        allowance = int(await rpc.eth_call(s["token"], allowance_data(owner, lane.router)), 16)
+        if allowance >= s["amount"]:
+            return
+        call = {
+            "from": owner,
+            "to": s["token"],
+            "value": "0x0",
+            "data": approve_data(lane.router, s["amount"]),
+        }
+        where = {"request_node_id": f"{ctx.request_node_id}:approve", "attempt_no": ctx.attempt_no}
+        nonce = await evm_nonces.reserve(
+            self._db,
+            chain_id=lane.chain_id,
+            address=owner,
+            chain_floor=await rpc.nonce(owner, "pending"),
+            **where,
+        )
+        tx = await self._tx(rpc, lane.chain_id, call, nonce)
+        key = {"chain_id": lane.chain_id, "address": owner, "nonce": nonce}
+        signed_hash = await self._sign_and_send(rpc, tx)
+        await evm_nonces.record_tx_hash(self._db, tx_hash=signed_hash, **key)
+        await evm_nonces.mark(self._db, state="broadcast", **key)
+        with trio.fail_after(APPROVE_WAIT_SECONDS):
+            # the chain is remote: polling its receipt is the only way to wait for it
+            while (receipt := await rpc.receipt(signed_hash)) is None:  # noqa: ASYNC110
+                await trio.sleep(0.2)
+        await evm_nonces.mark(self._db, state="consumed", **key)
+        if int(receipt["status"], 16) != 1:
+            raise PreflightError("the approve transaction reverted", code="CCIP_APPROVE_REVERTED")
+
+    async def _tx(self, rpc: EvmRpc, chain_id: int, call: dict, nonce: int) -> dict[str, Any]:
+        gas = int(await rpc.call("eth_estimateGas", call), 16)
+        max_fee, tip = await fee_per_gas(rpc)
+        return {
+            "from": call["from"],
+            "to": call["to"],
+            "value": str(int(call["value"], 16)),
+            "data": call["data"],
+            "gas": str(gas + gas // 5),  # the router's delivery path varies a little
+            "maxFeePerGas": str(max_fee),
+            "maxPriorityFeePerGas": str(tip),
+            "nonce": str(nonce),
+            "chainId": str(chain_id),
+            "type": 2,
+        }
+
+    # --------------------------------------------------------------- contract
+    async def preflight(self, ctx: ExecutionContext) -> None:
+        if ctx.action_type == "ccip_delivery":
+            return
+        lane, _ = self._send(ctx)
+        rpc = self._rpcs[lane.chain_id]
+        if await rpc.chain_id_on_chain() != lane.chain_id:
+            raise PreflightError(
+                f"chain at {rpc.url} is not chain {lane.chain_id}", code="CCIP_CHAIN_MISMATCH"
+            )
+
+    async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
+        lane, s = self._send(ctx)
+        rpc = self._rpcs[lane.chain_id]
+        sender = self._signer.address
+        fee = int(
+            await rpc.eth_call(lane.router, get_fee_data(lane.dest_selector, s["message"])), 16
+        )
+        await self._approve(ctx, rpc, lane, s)
+        call = {
+            "from": sender,
+            "to": lane.router,
+            "value": hex(fee if s["fee_token"] is None else 0),
+            "data": ccip_send_data(lane.dest_selector, s["message"]),
+        }
+        nonce = await evm_nonces.reserve(
+            self._db,
+            chain_id=lane.chain_id,
+            address=sender,
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            chain_floor=await rpc.nonce(sender, "pending"),
+        )
+        tx = await self._tx(rpc, lane.chain_id, call, nonce)
+        tx["qtg"] = {
+            "lane": lane.name,
+            "receiver": s["receiver"],
+            "token": s["token"],
+            "amount": str(s["amount"]),
+            "fee_token": s["fee_token"],
+            "fee": str(fee),
+        }
+        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
+        return PreparedAction(
+            action_type=ctx.action_type,
+            payload_format="evm_tx_json",
+            payload=payload,
+            payload_hash=hashlib.sha256(payload.encode()).hexdigest(),
+            needs_signature=True,
+            signer_key=self._signer.key,
+        )
+
+    def lane_key(self, prepared: PreparedAction) -> str:
+        """The sender's nonce lane, shared with the evm executor's transfers."""
+        return nonce_lane_key(json.loads(prepared.payload))
+
+    async def submit(
+        self,
+        ctx: ExecutionContext,
+        prepared: PreparedAction,
+        signature: str | None,
+        idempotency_key: str,
+    ) -> SubmitResult:
+        if not signature:
+            raise SubmitRejected("ccip_send needs the signed transaction", code="CCIP_UNSIGNED")
+        tx = json.loads(prepared.payload)
+        meta = tx["qtg"]
+        lane = self._lane(meta["lane"])
+        chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
+        tx_hash = "0x" + keccak(bytes.fromhex(signature[2:])).hex()
+        where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
+        intent = await intents.write_intent(
+            self._db,
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            idempotency_key=idempotency_key,
+            lane=lane.name,
+            chain_id=chain_id,
+            source_selector=lane.source_selector,
+            dest_selector=lane.dest_selector,
+            router=lane.router,
+            sender=tx["from"].lower(),
+            receiver=meta["receiver"],
+            token=meta["token"],
+            amount=int(meta["amount"]),
+            fee_token=meta["fee_token"],
+            fee=int(meta["fee"]),
+            nonce=nonce,
+            tx_hash=tx_hash,
+        )
+        await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
+        refs = _refs(lane, chain_id, tx_hash, tx["from"], nonce, intent["id"])
+        crash_point("before_broadcast")
+        try:
+            await self._rpcs[chain_id].call("eth_sendRawTransaction", signature)
+        except RpcError as exc:
+            if "already known" in exc.message.lower():
+                return SubmitResult(provider_refs=refs)
+            if "nonce too low" in exc.message.lower():
+                raise  # unknown: maybe our own earlier broadcast; recovery reads the chain
+            await evm_nonces.mark(self._db, state="released", **where)
+            await intents.move(
+                self._db,
+                intent["id"],
+                S.RELEASED,
+                (S.PENDING,),
+                state_detail=f"refused: {exc.message}"[:500],
+            )
+            raise SubmitRejected(
+                f"node refused the ccipSend: {exc.message}", code="CCIP_REJECTED"
+            ) from None
+        crash_point("after_broadcast")
+        await intents.move(self._db, intent["id"], S.BROADCAST, (S.PENDING,))
+        await evm_nonces.mark(self._db, state="broadcast", **where)
+        return SubmitResult(provider_refs=refs)
+
+    async def observe(self, ctx: ExecutionContext) -> ObserveResult:
+        if ctx.action_type == "ccip_delivery":
+            return await self._observe_delivery(ctx)
+        refs = dict(ctx.node_provider_refs)
+        rpc = self._rpcs[int(refs["chain_id"])]
+        receipt = await rpc.receipt(refs["tx_hash"])
+        if receipt is None:
+            if await rpc.transaction(refs["tx_hash"]) is None:
+                return ObserveResult(
+                    status=ObserveStatus.UNKNOWN,
+                    error_code="CCIP_TX_DROPPED",
+                    error_detail="the ccipSend transaction is neither mined nor pending",
+                )
+            return ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=1.0)
+        return await self._mined(refs, receipt)
+
+    async def _mined(self, refs: dict[str, Any], receipt: dict[str, Any]) -> ObserveResult:
+        """A mined ccipSend: settle the nonce and the intent; the message id, or why not."""
+        block = int(receipt["blockNumber"], 16)
+        await evm_nonces.mark(
+            self._db,
+            state="consumed",
+            chain_id=int(refs["chain_id"]),
+            address=refs["from"],
+            nonce=int(refs["nonce"]),
+        )
+        intent_id = int(refs["intent_id"])
+        if int(receipt["status"], 16) != 1:
+            await intents.move(
+                self._db,
+                intent_id,
+                S.REVERTED,
+                (S.PENDING, S.BROADCAST, S.STRANDED),
+                block_number=block,
+                state_detail="ccipSend reverted",
+            )
+            return ObserveResult(
+                status=ObserveStatus.FAILED,
+                artifacts={"tx_hash": refs["tx_hash"], "block_number": block},
+                error_code="CCIP_SEND_REVERTED",
+                error_detail="the ccipSend transaction reverted: no message was sent",
+            )
+        message_id = message_id_from_logs(receipt.get("logs") or [])
+        if message_id is None:
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                error_code="CCIP_NO_MESSAGE_ID",
+                error_detail="the mined ccipSend has no CCIPMessageSent/CCIPSendRequested log",
+            )
+        await intents.move(
+            self._db, intent_id, S.SENT, intents.SENDABLE, message_id=message_id, block_number=block
+        )
+        sent = {"message_id": message_id, "send_block": block}
+        return ObserveResult(
+            status=ObserveStatus.COMPLETED,
+            provider_refs=sent,
+            artifacts={"tx_hash": refs["tx_hash"], "block_number": block, **sent},
+        )
+
+    async def _observe_delivery(self, ctx: ExecutionContext) -> ObserveResult:
+        refs = {**ctx.provider_context, **ctx.node_provider_refs}
+        message_id, lane_name = refs.get("message_id"), refs.get("lane")
+        if not message_id or not lane_name:
+            return ObserveResult(
+                status=ObserveStatus.FAILED,
+                error_code="CCIP_NO_MESSAGE",
+                error_detail="ccip_delivery needs a ccip_send before it (message_id, lane)",
+            )
+        lane = self._lane(lane_name)
+        address, topics = execution_topics(lane, message_id)
+        logs = await self._rpcs[lane.dest_chain_id].call(
+            "eth_getLogs",
+            {
+                "address": address,
+                "topics": topics,
+                "fromBlock": hex(int(refs.get("send_block", 0))),
+            },
+        )
+        found = execution_from_logs(logs or [], message_id)
+        watched = {"message_id": message_id, "lane": lane.name}
+        if found is None:
+            return ObserveResult(status=ObserveStatus.PENDING, provider_refs=watched)
+        execution, dest_tx_hash = found
+        await intents.record_execution(self._db, message_id, execution, dest_tx_hash)
+        done = {**watched, "dest_tx_hash": dest_tx_hash}
+        if execution is Execution.SUCCESS:
+            return ObserveResult(
+                status=ObserveStatus.COMPLETED,
+                provider_refs=done,
+                artifacts={**done, "delivery_status": "SUCCESS"},
+            )
+        return ObserveResult(
+            status=ObserveStatus.FAILED,
+            provider_refs=done,
+            artifacts={**done, "delivery_status": execution.value.upper()},
+            error_code="CCIP_MANUAL_EXECUTION_NEEDED",
+            error_detail="the message failed on the destination; CCIP allows manual execution",
+        )
+
+    async def recover(self, ctx: ExecutionContext) -> RecoverResult:
+        """From the chain: intent → transaction → message id → execution state."""
+        if ctx.action_type == "ccip_delivery":  # watching only: look again
+            seen = await self._observe_delivery(ctx)
+            if seen.status == ObserveStatus.COMPLETED:
+                return RecoverResult(
+                    outcome=RecoverOutcome.COMPLETED,
+                    provider_refs=seen.provider_refs,
+                    artifacts=seen.artifacts,
+                )
+            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=seen.provider_refs)
+        intent = await intents.for_attempt(
+            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+        )
+        if intent is None:  # no write-ahead row: ccipSend was never broadcast
+            row = await evm_nonces.for_attempt(
+                self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+            )
+            if row is not None:
+                await evm_nonces.mark(
+                    self._db,
+                    state="released",
+                    chain_id=row["chain_id"],
+                    address=row["address"],
+                    nonce=row["nonce"],
+                )
+            return _not_sent("no send intent was written for this attempt")
+        lane = self._lane(intent["lane"])
+        refs = _refs(
+            lane,
+            intent["chain_id"],
+            intent["tx_hash"],
+            intent["sender"],
+            intent["nonce"],
+            intent["id"],
+        )
+        rpc = self._rpcs[intent["chain_id"]]
+        receipt = await rpc.receipt(intent["tx_hash"])
+        if receipt is not None:
+            seen = await self._mined(refs, receipt)
+            if seen.status == ObserveStatus.COMPLETED:
+                return RecoverResult(
+                    outcome=RecoverOutcome.COMPLETED,
+                    provider_refs={**refs, **seen.provider_refs},
+                    artifacts=seen.artifacts,
+                )
+            if seen.status == ObserveStatus.FAILED:
+                return RecoverResult(
+                    outcome=RecoverOutcome.FAILED,
+                    provider_refs=refs,
+                    error_code=seen.error_code,
+                    error_detail=seen.error_detail,
+                )
+            return RecoverResult(outcome=RecoverOutcome.UNKNOWN, error_detail=seen.error_detail)
+        if await rpc.transaction(intent["tx_hash"]) is not None:
+            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
+        # Nothing on chain, and recovery holds the node past its grace: the process
+        # that would broadcast is gone. The nonce goes back (or is already used).
+        where = {
+            "chain_id": intent["chain_id"],
+            "address": intent["sender"],
+            "nonce": intent["nonce"],
+        }
+        used = await rpc.nonce(intent["sender"], "latest") > intent["nonce"]
+        await evm_nonces.mark(self._db, state="consumed" if used else "released", **where)
+        await intents.move(
+            self._db,
+            intent["id"],
+            S.RELEASED,
+            (S.PENDING, S.BROADCAST, S.STRANDED),
+            state_detail="recovery: the chain has no ccipSend for this attempt",
+        )
+        return _not_sent("the chain has no ccipSend for this attempt")
+
+    async def health(self) -> HealthReport:
+        detail: dict[str, Any] = {}
+        state = HealthState.HEALTHY
+        for name, lane in self._lanes.items():
+            try:
+                code = await self._rpcs[lane.chain_id].call("eth_getCode", lane.router, "latest")
+                detail[name] = {"router_has_code": code not in ("0x", "0x0", None)}
+            except Exception as exc:  # a chain that does not answer degrades, never crashes
+                detail[name] = {"error": type(exc).__name__}
+                state = HealthState.DEGRADED
+        return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
+
+
+def _refs(lane: Lane, chain_id: int, tx_hash: str, sender: str, nonce: int, intent_id: int) -> dict:
+    return {
+        "chain_id": chain_id,
+        "tx_hash": tx_hash,
+        "from": sender,
+        "nonce": nonce,
+        "lane": lane.name,
+        "intent_id": intent_id,
+    }
+
+
+def _not_sent(detail: str) -> RecoverResult:
+    """Provably nothing sent under this attempt: qtg may attempt again (a new key)."""
+    return RecoverResult(
+        outcome=RecoverOutcome.NOT_SUBMITTED, error_code="CCIP_NOT_SENT", error_detail=detail
+    )
