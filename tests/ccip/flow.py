@@ -93,8 +93,7 @@ def launch(procs: list, dsn: str, anvil, local: Local, **env: str) -> RuntimePro
             MG_PROVIDERS="evm,ccip",
             MG_EVM_RPC_URLS=f"{CHAIN_ID}={anvil.url}",
             MG_EVM_SIGNER_PRIVATE_KEY=KEYS[0],
-            MG_CCIP_LANES=local.lanes_env(),
-            **env,
+            **{"MG_CCIP_LANES": local.lanes_env(), **env},
         )
     )
     procs.append(proc)
