@@ -10,22 +10,18 @@
 
 from __future__ import annotations
 
-import os
-
 import trio
 from evm.anvil import ADDRESSES, CHAIN_ID, KEYS
 from runtime.rt_procs import query
 
-from ccip.flow import graph
-from ccip.local import LANE, SELECTOR, send, set_up
+from ccip.flow import intent, never_broadcast, nodes
+from ccip.local import SELECTOR, send, set_up
 from qtg.config import Settings
 from qtg.db import Database
 from qtg.domain.ccip import ccip_send_data, evm2any_message
 from qtg.providers.registry import build_registry
 from qtg.services import ccip as intents
 from qtg.services.context import ServiceContext
-from qtg.services.movements import create_movement
-from qtg.services.templates import create_template
 
 EVENTS = (
     "SELECT n.id::text, e.payload->>'reason' FROM movement_events e"
@@ -46,56 +42,6 @@ def settings_for(dsn: str, anvil, local, **env: str) -> Settings:
             **env,
         }
     )
-
-
-async def nodes(db: Database, local, count: int) -> list[str]:
-    """`count` movements over the lane (not approved: no worker touches them); their send nodes."""
-    settings = Settings.from_env({})
-    await create_template(db, actor="alice", template_key="ccip.r", name="r", graph=graph(local))
-    out = []
-    for i in range(count):
-        created, _ = await create_movement(
-            db,
-            settings,
-            template_key="ccip.r",
-            intent={"asset": "CCIP-BnM", "amount": "0.1", "destination": local.receiver},
-            idempotency_key=f"r-{i}",
-            actor="alice",
-        )
-        [(node_id,)] = query(
-            db.dsn,
-            "SELECT id::text FROM movement_request_nodes"
-            " WHERE request_id = %s AND node_key = 'send'",
-            (created["id"],),
-        )
-        out.append(node_id)
-    return out
-
-
-async def intent(db: Database, local, node_id: str, *, tx_hash: str, nonce: int, sender: str):
-    return await intents.write_intent(
-        db,
-        request_node_id=node_id,
-        attempt_no=1,
-        idempotency_key=f"{node_id}:1",
-        lane=LANE,
-        chain_id=CHAIN_ID,
-        source_selector=SELECTOR,
-        dest_selector=SELECTOR,
-        router=local.router,
-        sender=sender.lower(),
-        receiver=local.receiver,
-        token=local.bnm,
-        amount=10**17,
-        fee_token=None,
-        fee=0,
-        nonce=nonce,
-        tx_hash=tx_hash,
-    )
-
-
-def never_broadcast() -> str:
-    return "0x" + os.urandom(32).hex()
 
 
 async def test_nothing_on_chain_is_stranded_and_pages_once(anvil, dsn, db) -> None:
