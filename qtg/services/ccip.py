@@ -11,9 +11,10 @@ are claimed FOR UPDATE SKIP LOCKED (with their node, so a node another worker
 holds is left to it, and two runtimes never take one intent) and resolved from
 the chain where it can tell (`qtg.domain.ccip.reap_verdict`): mined → the message
 id is attached; the nonce used by another transaction → released, and
-node_recovery is woken for the node; otherwise stranded, with a request_attention
-event and a critical notification — never dropped silently. The worker is in the
-core fail-fast group: an error here is raised, not swallowed.
+node_recovery is woken for the node; otherwise (a chain that does not answer
+included) stranded, with a request_attention event and a critical notification —
+never dropped silently. The worker is in the core fail-fast group: any other
+error is raised, not swallowed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from qtg.domain.ccip import (
     parse_lanes,
     reap_verdict,
 )
+from qtg.providers.evm.rpc import RpcError, RpcUnavailable
 from qtg.services.context import ServiceContext
 
 SQL = sql_family(
@@ -128,7 +130,11 @@ async def reap_stranded_intents(ctx: ServiceContext) -> int:
             },
         )
         for row in rows:
-            verdict, facts = await _look_up(row, rpcs.get(row["chain_id"]), lanes, rpcs)
+            try:
+                verdict, facts = await _look_up(row, rpcs.get(row["chain_id"]), lanes, rpcs)
+            except (RpcError, RpcUnavailable) as exc:  # the chain cannot tell: a person must
+                verdict = Verdict.STRANDED
+                facts = {"state_detail": f"the chain did not answer: {type(exc).__name__}"}
             if verdict is Verdict.SENT:
                 await move(tx, row["id"], S.SENT, UNRESOLVED, **facts)
             elif verdict is Verdict.DELIVERED:

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import trio
-from evm.anvil import ADDRESSES, CHAIN_ID, KEYS
+from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, free_port
 from runtime.rt_procs import query
 
 from ccip.flow import intent, never_broadcast, nodes
@@ -139,3 +139,20 @@ async def test_two_reapers_at_once_never_process_one_intent_twice(
     assert query(
         dsn, "SELECT count(*), max(occurrences) FROM notifications WHERE kind = 'ccip_stranded'"
     ) == [(count, 1)]
+
+
+async def test_a_chain_that_does_not_answer_strands_the_intent(anvil, dsn, db) -> None:
+    local = set_up(anvil, drips=0)
+    settings = settings_for(dsn, anvil, local, MG_EVM_RPC_READ_RETRIES="0")
+    ctx = ServiceContext(db=db, settings=settings, providers=build_registry(settings, db))
+    [node] = await nodes(db, local, 1)
+    await intent(db, local, node, tx_hash=never_broadcast(), nonce=0, sender=ADDRESSES[1])
+    ctx.providers.evm_rpcs[CHAIN_ID].url = f"http://127.0.0.1:{free_port()}"  # the node is gone
+    try:
+        assert await intents.reap_stranded_intents(ctx) == 1  # not an endless retry
+    finally:
+        await ctx.providers.aclose()
+    assert query(dsn, "SELECT state, state_detail FROM ccip_send_intents") == [
+        ("stranded", "the chain did not answer: RpcUnavailable")
+    ]
+    assert query(dsn, EVENTS) == [(node, "ccip send intent stranded")]
