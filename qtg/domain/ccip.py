@@ -36,6 +36,7 @@ CCIP_SEND = _selector(f"ccipSend(uint64,{_MESSAGE})")
 GET_FEE = _selector(f"getFee(uint64,{_MESSAGE})")
 ERC20_APPROVE = _selector("approve(address,uint256)")
 ERC20_ALLOWANCE = _selector("allowance(address,address)")
+ERC20_INCREASE_ALLOWANCE = _selector("increaseAllowance(address,uint256)")
 ROUTER_GET_ON_RAMP = _selector("getOnRamp(uint64)")
 ROUTER_IS_OFF_RAMP = _selector("isOffRamp(uint64,address)")
 GET_SUPPORTED_TOKENS = _selector("getSupportedTokens(uint64)")
@@ -237,6 +238,10 @@ def get_fee_data(dest_selector: int, message: tuple) -> str:
 
 def approve_data(spender: str, value: int) -> str:
     return "0x" + ERC20_APPROVE + _word_address(spender) + f"{value:064x}"
+
+
+def increase_allowance_data(spender: str, added: int) -> str:
+    return "0x" + ERC20_INCREASE_ALLOWANCE + _word_address(spender) + f"{added:064x}"
 
 
 def allowance_data(owner: str, spender: str) -> str:

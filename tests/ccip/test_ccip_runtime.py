@@ -96,3 +96,15 @@ def test_kill_after_the_intent_before_the_broadcast_sends_once_on_a_new_attempt(
         assert anvil.call("eth_getTransactionByHash", tx_hash) is None
     assert ccip_send_count(anvil, local.router) == 1  # one ccipSend in all
     assert token_balance(anvil, local.bnm, local.receiver) == WEI // 2
+
+
+def test_sends_prepared_side_by_side_each_raise_their_own_allowance(anvil, dsn, procs) -> None:
+    """One batch claims three sends from one signer: each raises the router's allowance by
+    its own amount, so none spends another's (a set-not-raised approve would revert two)."""
+    local = set_up(anvil)
+    launch(procs, dsn, anvil, local).wait_ready()
+    ids = seed(dsn, local, ["0.2", "0.2", "0.2"], batch="side")
+    wait_until(lambda: completed(dsn, ids), 90, "three ccip movements to complete")
+    assert sorted(r[0] for r in intents(dsn)) == ["success"] * 3
+    assert ccip_send_count(anvil, local.router) == 3
+    assert token_balance(anvil, local.bnm, local.receiver) == 3 * WEI // 5

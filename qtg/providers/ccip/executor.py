@@ -4,12 +4,13 @@ Node config `ccip`: {"lane": name in MG_CCIP_LANES, "token": address, "decimals"
 "fee_token": address | absent (native), "gas_limit": int (200000)}; the intent gives
 `amount` (whole units) and `destination` (the receiver on the destination chain).
 
-ccip_send: prepare approves the token to the router when the allowance is short
-(its own nonce reservation, waited for), asks `getFee`, reserves the send's nonce
-and builds the `ccipSend` transaction; submit writes the send intent ahead of the
-broadcast (qtg.services.ccip), broadcasts, and the observation reads the message
-id from the receipt's logs. ccip_delivery follows that message id to its
-execution state in the destination's logs. `recover` decides from the chain:
+ccip_send: prepare raises the router's allowance by the amount (its own nonce
+reservation, waited for; skipped under a standing unlimited approval), asks
+`getFee`, reserves the send's nonce and builds the `ccipSend` transaction;
+submit writes the send intent ahead of the broadcast (qtg.services.ccip) and
+broadcasts; the observation reads the message id from the receipt's logs.
+ccip_delivery follows that message id to its execution state in the
+destination's logs. `recover` decides from the chain:
 intent → transaction → message id → execution, never a blind re-send.
 """
 
@@ -19,7 +20,6 @@ import hashlib
 import json
 from typing import Any
 
-import trio
 from eth_utils import keccak
 
 from qtg.db import Database
@@ -34,6 +34,7 @@ from qtg.domain.ccip import (
     execution_from_logs,
     execution_topics,
     get_fee_data,
+    increase_allowance_data,
     message_id_from_logs,
 )
 from qtg.domain.context import ExecutionContext
@@ -59,8 +60,11 @@ from qtg.services import evm_nonces
 EXECUTOR_KEY = "ccip"
 ACTION_TYPES = frozenset({"ccip_send", "ccip_delivery"})
 DEFAULT_GAS_LIMIT = 200_000
-#: How long prepare waits for its approve transaction to be mined.
-APPROVE_WAIT_SECONDS = 60.0
+#: The ccipSend's own gas (beyond the receiver's gas_limit) when it cannot be estimated
+#: because its allowance raise is not mined yet; node config `send_gas` overrides the sum.
+DEFAULT_SEND_GAS = 400_000
+#: An allowance this large is a standing approval: nothing to raise.
+UNLIMITED_ALLOWANCE = 2**255
 
 S = IntentState
 
@@ -121,6 +125,11 @@ class CcipExecutor:
             raise PreflightError(
                 f"ccip.gas_limit {gas_limit!r} is not a gas amount", code="CCIP_BAD_GAS_LIMIT"
             )
+        send_gas = cfg.get("send_gas", DEFAULT_SEND_GAS + gas_limit)
+        if not isinstance(send_gas, int) or send_gas <= 0:
+            raise PreflightError(
+                f"ccip.send_gas {send_gas!r} is not a gas amount", code="CCIP_BAD_GAS_LIMIT"
+            )
         try:
             amount = to_base_units(
                 str(ctx.intent.get("amount", cfg.get("amount"))), int(cfg.get("decimals", 18))
@@ -133,15 +142,16 @@ class CcipExecutor:
             "amount": amount,
             "fee_token": fee_token.lower() if fee_token else None,
             "message": evm2any_message(receiver, token, amount, fee_token, gas_limit),
+            "send_gas": send_gas,
         }
 
-    async def _sign_and_send(self, rpc: EvmRpc, tx: dict[str, Any]) -> str:
-        """Sign a side transaction (approve) ourselves and broadcast it; its hash."""
+    async def _sign(self, tx: dict[str, Any]) -> str:
+        """Sign a side transaction (an allowance raise) for this send; the raw bytes."""
         from qtg.domain.context import SigningIntent, SignRequest
 
         payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(payload.encode()).hexdigest()
-        raw = await self._signer.sign(
+        return await self._signer.sign(
             SignRequest(
                 request_id="",
                 request_node_id="",
@@ -158,56 +168,57 @@ class CcipExecutor:
                 metadata={},
             )
         )
-        tx_hash = "0x" + keccak(bytes.fromhex(raw[2:])).hex()
-        try:
-            await rpc.call("eth_sendRawTransaction", raw)
-        except RpcError as exc:
-            if "already known" not in exc.message.lower():
-                raise
-        return tx_hash
 
-    async def _approve(self, ctx: ExecutionContext, rpc: EvmRpc, lane: Lane, s: dict) -> None:
-        """Approve the router for the amount when the allowance is short; wait for it."""
+    async def _approvals(
+        self, ctx: ExecutionContext, rpc: EvmRpc, lane: Lane, pulls: dict[str, int]
+    ) -> list[dict[str, Any]]:
+        """Signed allowance raises for what the router will pull ({token: amount}).
+
+        Raised by the amount, not set to it: sends prepared side by side (a batch,
+        another runtime) each add their own, so none spends another's. Skipped under
+        an unlimited (standing) approval. Signed here and broadcast by submit just
+        before the ccipSend, on nonces reserved just below it: waiting here for one
+        to be mined would wait behind the batch's reserved, unbroadcast nonces.
+        """
         owner = self._signer.address
-        allowance = int(await rpc.eth_call(s["token"], allowance_data(owner, lane.router)), 16)
-        if allowance >= s["amount"]:
-            return
-        call = {
-            "from": owner,
-            "to": s["token"],
-            "value": "0x0",
-            "data": approve_data(lane.router, s["amount"]),
-        }
-        where = {"request_node_id": f"{ctx.request_node_id}:approve", "attempt_no": ctx.attempt_no}
-        nonce = await evm_nonces.reserve(
-            self._db,
-            chain_id=lane.chain_id,
-            address=owner,
-            chain_floor=await rpc.nonce(owner, "pending"),
-            **where,
-        )
-        tx = await self._tx(rpc, lane.chain_id, call, nonce)
-        key = {"chain_id": lane.chain_id, "address": owner, "nonce": nonce}
-        signed_hash = await self._sign_and_send(rpc, tx)
-        await evm_nonces.record_tx_hash(self._db, tx_hash=signed_hash, **key)
-        await evm_nonces.mark(self._db, state="broadcast", **key)
-        with trio.fail_after(APPROVE_WAIT_SECONDS):
-            # the chain is remote: polling its receipt is the only way to wait for it
-            while (receipt := await rpc.receipt(signed_hash)) is None:  # noqa: ASYNC110
-                await trio.sleep(0.2)
-        await evm_nonces.mark(self._db, state="consumed", **key)
-        if int(receipt["status"], 16) != 1:
-            raise PreflightError("the approve transaction reverted", code="CCIP_APPROVE_REVERTED")
+        out = []
+        for token, amount in sorted(pulls.items()):
+            allowance = int(await rpc.eth_call(token, allowance_data(owner, lane.router)), 16)
+            if allowance >= UNLIMITED_ALLOWANCE:
+                continue
+            call = {"from": owner, "to": token, "value": "0x0",
+                    "data": increase_allowance_data(lane.router, amount)}  # fmt: skip
+            try:
+                await rpc.call("eth_estimateGas", call)
+            except RpcError:  # no increaseAllowance (OpenZeppelin 5 tokens): approve the sum
+                call["data"] = approve_data(lane.router, allowance + amount)
+            key = f"{ctx.request_node_id}:approve:{token}"
+            nonce = await evm_nonces.reserve(
+                self._db,
+                chain_id=lane.chain_id,
+                address=owner,
+                request_node_id=key,
+                attempt_no=ctx.attempt_no,
+                chain_floor=await rpc.nonce(owner, "pending"),
+            )
+            raw = await self._sign(await self._tx(rpc, lane.chain_id, call, nonce))
+            tx_hash = "0x" + keccak(bytes.fromhex(raw[2:])).hex()
+            out.append({"token": token, "nonce": nonce, "raw": raw, "tx_hash": tx_hash})
+        return out
 
-    async def _tx(self, rpc: EvmRpc, chain_id: int, call: dict, nonce: int) -> dict[str, Any]:
-        gas = int(await rpc.call("eth_estimateGas", call), 16)
+    async def _tx(
+        self, rpc: EvmRpc, chain_id: int, call: dict, nonce: int, *, gas: int | None = None
+    ) -> dict[str, Any]:
+        if gas is None:
+            estimate = int(await rpc.call("eth_estimateGas", call), 16)
+            gas = estimate + estimate // 5  # the router's delivery path varies a little
         max_fee, tip = await fee_per_gas(rpc)
         return {
             "from": call["from"],
             "to": call["to"],
             "value": str(int(call["value"], 16)),
             "data": call["data"],
-            "gas": str(gas + gas // 5),  # the router's delivery path varies a little
+            "gas": str(gas),
             "maxFeePerGas": str(max_fee),
             "maxPriorityFeePerGas": str(tip),
             "nonce": str(nonce),
@@ -233,7 +244,10 @@ class CcipExecutor:
         fee = int(
             await rpc.eth_call(lane.router, get_fee_data(lane.dest_selector, s["message"])), 16
         )
-        await self._approve(ctx, rpc, lane, s)
+        pulls = {s["token"]: s["amount"]}
+        if s["fee_token"] is not None:
+            pulls[s["fee_token"]] = pulls.get(s["fee_token"], 0) + fee
+        approvals = await self._approvals(ctx, rpc, lane, pulls)
         call = {
             "from": sender,
             "to": lane.router,
@@ -248,7 +262,9 @@ class CcipExecutor:
             attempt_no=ctx.attempt_no,
             chain_floor=await rpc.nonce(sender, "pending"),
         )
-        tx = await self._tx(rpc, lane.chain_id, call, nonce)
+        # with a raise still to be mined the send cannot be estimated: the lane's gas
+        gas = s["send_gas"] if approvals else None
+        tx = await self._tx(rpc, lane.chain_id, call, nonce, gas=gas)
         tx["qtg"] = {
             "lane": lane.name,
             "receiver": s["receiver"],
@@ -256,6 +272,7 @@ class CcipExecutor:
             "amount": str(s["amount"]),
             "fee_token": s["fee_token"],
             "fee": str(fee),
+            "approvals": approvals,
         }
         payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
         return PreparedAction(
@@ -306,15 +323,28 @@ class CcipExecutor:
             tx_hash=tx_hash,
         )
         await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
+        approvals = meta.get("approvals") or []
+        for approval in approvals:
+            await evm_nonces.record_tx_hash(
+                self._db, tx_hash=approval["tx_hash"], chain_id=chain_id, address=tx["from"],
+                nonce=approval["nonce"],
+            )  # fmt: skip
         refs = _refs(lane, chain_id, tx_hash, tx["from"], nonce, intent["id"])
+        if approvals:
+            refs["approval_nonces"] = [a["nonce"] for a in approvals]
         crash_point("before_broadcast")
+        rpc = self._rpcs[chain_id]
         try:
-            await self._rpcs[chain_id].call("eth_sendRawTransaction", signature)
+            for approval in approvals:  # just below the send's nonce, in order
+                await _broadcast(rpc, approval["raw"])
+                await evm_nonces.mark(self._db, state="broadcast", chain_id=chain_id,
+                                      address=tx["from"], nonce=approval["nonce"])  # fmt: skip
+            await _broadcast(rpc, signature)
         except RpcError as exc:
-            if "already known" in exc.message.lower():
-                return SubmitResult(provider_refs=refs)
-            if "nonce too low" in exc.message.lower():
-                raise  # unknown: maybe our own earlier broadcast; recovery reads the chain
+            if "nonce too low" in exc.message.lower() or approvals:
+                # unknown: maybe our own earlier broadcast, or a raise went out before
+                # the refusal; recovery reads the chain
+                raise
             await evm_nonces.mark(self._db, state="released", **where)
             await intents.move(
                 self._db,
@@ -350,13 +380,14 @@ class CcipExecutor:
     async def _mined(self, refs: dict[str, Any], receipt: dict[str, Any]) -> ObserveResult:
         """A mined ccipSend: settle the nonce and the intent; the message id, or why not."""
         block = int(receipt["blockNumber"], 16)
-        await evm_nonces.mark(
-            self._db,
-            state="consumed",
-            chain_id=int(refs["chain_id"]),
-            address=refs["from"],
-            nonce=int(refs["nonce"]),
-        )
+        for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):  # all used, in order
+            await evm_nonces.mark(
+                self._db,
+                state="consumed",
+                chain_id=int(refs["chain_id"]),
+                address=refs["from"],
+                nonce=int(nonce),
+            )
         intent_id = int(refs["intent_id"])
         if int(receipt["status"], 16) != 1:
             await intents.move(
@@ -448,14 +479,17 @@ class CcipExecutor:
             row = await evm_nonces.for_attempt(
                 self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
             )
-            if row is not None:
-                await evm_nonces.mark(
-                    self._db,
-                    state="released",
-                    chain_id=row["chain_id"],
-                    address=row["address"],
-                    nonce=row["nonce"],
-                )
+            _, send = self._send(ctx)
+            tokens = {send["token"], send["fee_token"]}
+            for held in [row, *await self._approval_rows(ctx, tokens)]:
+                if held is not None:  # never broadcast: nothing used these nonces
+                    await evm_nonces.mark(
+                        self._db,
+                        state="released",
+                        chain_id=held["chain_id"],
+                        address=held["address"],
+                        nonce=held["nonce"],
+                    )
             return _not_sent("no send intent was written for this attempt")
         lane = self._lane(intent["lane"])
         refs = _refs(
@@ -467,6 +501,9 @@ class CcipExecutor:
             intent["id"],
         )
         rpc = self._rpcs[intent["chain_id"]]
+        approvals = await self._approval_rows(ctx, {intent["token"], intent["fee_token"]})
+        if approvals:
+            refs["approval_nonces"] = [a["nonce"] for a in approvals]
         receipt = await rpc.receipt(intent["tx_hash"])
         if receipt is not None:
             seen = await self._mined(refs, receipt)
@@ -493,8 +530,20 @@ class CcipExecutor:
             "address": intent["sender"],
             "nonce": intent["nonce"],
         }
-        used = await rpc.nonce(intent["sender"], "latest") > intent["nonce"]
-        await evm_nonces.mark(self._db, state="consumed" if used else "released", **where)
+        mined = await rpc.nonce(intent["sender"], "latest")
+        await evm_nonces.mark(
+            self._db, state="consumed" if mined > intent["nonce"] else "released", **where
+        )
+        for row in approvals:  # a raise that went out stays the chain's; one that did not is freed
+            if row["tx_hash"] and await rpc.transaction(row["tx_hash"]) is not None:
+                continue
+            await evm_nonces.mark(
+                self._db,
+                state="consumed" if mined > row["nonce"] else "released",
+                chain_id=row["chain_id"],
+                address=row["address"],
+                nonce=row["nonce"],
+            )
         await intents.move(
             self._db,
             intent["id"],
@@ -503,6 +552,19 @@ class CcipExecutor:
             state_detail="recovery: the chain has no ccipSend for this attempt",
         )
         return _not_sent("the chain has no ccipSend for this attempt")
+
+    async def _approval_rows(self, ctx: ExecutionContext, tokens: set[str | None]) -> list[dict]:
+        """The allowance-raise reservations of this attempt (see `_approvals`)."""
+        rows = []
+        for token in tokens - {None}:
+            row = await evm_nonces.for_attempt(
+                self._db,
+                request_node_id=f"{ctx.request_node_id}:approve:{token}",
+                attempt_no=ctx.attempt_no,
+            )
+            if row is not None:
+                rows.append(row)
+        return sorted(rows, key=lambda r: r["nonce"])
 
     async def health(self) -> HealthReport:
         detail: dict[str, Any] = {}
@@ -515,6 +577,15 @@ class CcipExecutor:
                 detail[name] = {"error": type(exc).__name__}
                 state = HealthState.DEGRADED
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
+
+
+async def _broadcast(rpc: EvmRpc, raw: str) -> None:
+    """eth_sendRawTransaction; the same bytes already in flight count as sent."""
+    try:
+        await rpc.call("eth_sendRawTransaction", raw)
+    except RpcError as exc:
+        if "already known" not in exc.message.lower():
+            raise
 
 
 def _refs(lane: Lane, chain_id: int, tx_hash: str, sender: str, nonce: int, intent_id: int) -> dict:
