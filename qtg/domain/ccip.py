@@ -324,6 +324,25 @@ def execution_from_logs(
     return None
 
 
+#: On another chain, the search for a message's execution starts this many blocks below
+#: the destination's height at the first look (a message takes minutes, at least, to cross;
+#: the observer records an execution as soon as it sees one).
+DEST_BLOCK_MARGIN = 100
+
+
+def execution_from_block(
+    lane: Lane, send_block: int, dest_height: int | None, known: int | None = None
+) -> int:
+    """Where to search the destination's logs for a message's execution: from the send's
+    block on a lane within one chain; else from where an earlier look started (`known`),
+    or the destination's height less DEST_BLOCK_MARGIN."""
+    if lane.dest_chain_id == lane.chain_id:
+        return send_block
+    if known is not None:
+        return known
+    return max(0, (dest_height or 0) - DEST_BLOCK_MARGIN)
+
+
 def execution_topics(lane: Lane, message_id: str) -> tuple[str, list[Any]]:
     """(address, topics) of the eth_getLogs filter that finds the message's execution."""
     if lane.execution == "off_ramp":

@@ -27,6 +27,7 @@ from qtg.domain.ccip import (
     Execution,
     IntentState,
     Verdict,
+    execution_from_block,
     execution_from_logs,
     execution_topics,
     message_id_from_logs,
@@ -98,15 +99,23 @@ async def move(
 
 
 async def record_execution(
-    db: Database, message_id: str, execution: Execution, dest_tx_hash: str | None
+    db: Database,
+    intent_id: int | None,
+    message_id: str,
+    execution: Execution,
+    dest_tx_hash: str | None,
 ) -> None:
-    """The destination's execution state of a message, on its intent."""
+    """The destination's execution state of a message, on its intent: the send's own
+    intent when the caller knows it (Chainlink Local's ids repeat for equal messages),
+    else the one carrying the message id."""
     async with db.transaction() as tx:
-        row = await tx.fetchrow(SQL.for_message, {"message_id": message_id})
-        if row is not None:
-            await move(
-                tx, row["id"], IntentState(execution.value), DELIVERABLE, dest_tx_hash=dest_tx_hash
-            )
+        if intent_id is None:
+            row = await tx.fetchrow(SQL.for_message, {"message_id": message_id})
+            if row is None:
+                return
+            intent_id = row["id"]
+        await move(tx, intent_id, IntentState(execution.value), DELIVERABLE,
+                   dest_tx_hash=dest_tx_hash)  # fmt: skip
 
 
 async def list_intents(db: Database, request_id: Any) -> list[dict[str, Any]]:
@@ -185,9 +194,9 @@ async def _look_up(
         dest = rpcs.get(lane.dest_chain_id) if lane is not None else None
         if status == 1 and message_id and dest is not None:
             address, topics = execution_topics(lane, message_id)
+            start = execution_from_block(lane, facts["block_number"], await dest.block_number())
             logs = await dest.call(
-                "eth_getLogs",
-                {"address": address, "topics": topics, "fromBlock": receipt["blockNumber"]},
+                "eth_getLogs", {"address": address, "topics": topics, "fromBlock": hex(start)}
             )
             found = execution_from_logs(logs or [], message_id)
             executed = found is not None and found[0] is Execution.SUCCESS

@@ -106,3 +106,12 @@ def test_drift_checks_compare_the_registry_with_the_configured_lane() -> None:
         ("router", "none"), ("on_ramp", "none"), (f"pool:{TOKEN}", "none"),
         (f"rate_limit:{TOKEN}", "none"),
     ]  # fmt: skip
+
+
+def test_the_execution_search_starts_at_the_send_or_below_the_destinations_height() -> None:
+    same = lane()
+    assert ccip.execution_from_block(same, 1234, None) == 1234
+    other = lane(dest_chain_id=10)
+    assert ccip.execution_from_block(other, 1234, 5000) == 5000 - ccip.DEST_BLOCK_MARGIN
+    assert ccip.execution_from_block(other, 1234, 20) == 0
+    assert ccip.execution_from_block(other, 1234, 9999, known=4900) == 4900

@@ -31,6 +31,7 @@ from qtg.domain.ccip import (
     approve_data,
     ccip_send_data,
     evm2any_message,
+    execution_from_block,
     execution_from_logs,
     execution_topics,
     get_fee_data,
@@ -431,21 +432,25 @@ class CcipExecutor:
                 error_detail="ccip_delivery needs a ccip_send before it (message_id, lane)",
             )
         lane = self._lane(lane_name)
+        dest = self._rpcs[lane.dest_chain_id]
+        known = refs.get("dest_from_block")
+        height = None
+        if known is None and lane.dest_chain_id != lane.chain_id:
+            height = await dest.block_number()
+        from_block = execution_from_block(
+            lane, int(refs.get("send_block", 0)), height, None if known is None else int(known)
+        )
         address, topics = execution_topics(lane, message_id)
-        logs = await self._rpcs[lane.dest_chain_id].call(
-            "eth_getLogs",
-            {
-                "address": address,
-                "topics": topics,
-                "fromBlock": hex(int(refs.get("send_block", 0))),
-            },
+        logs = await dest.call(
+            "eth_getLogs", {"address": address, "topics": topics, "fromBlock": hex(from_block)}
         )
         found = execution_from_logs(logs or [], message_id)
-        watched = {"message_id": message_id, "lane": lane.name}
+        watched = {"message_id": message_id, "lane": lane.name, "dest_from_block": from_block}
         if found is None:
             return ObserveResult(status=ObserveStatus.PENDING, provider_refs=watched)
         execution, dest_tx_hash = found
-        await intents.record_execution(self._db, message_id, execution, dest_tx_hash)
+        intent_id = int(refs["intent_id"]) if "intent_id" in refs else None
+        await intents.record_execution(self._db, intent_id, message_id, execution, dest_tx_hash)
         done = {**watched, "dest_tx_hash": dest_tx_hash}
         if execution is Execution.SUCCESS:
             return ObserveResult(
