@@ -114,8 +114,9 @@ async def record_execution(
             if row is None:
                 return
             intent_id = row["id"]
-        await move(tx, intent_id, IntentState(execution.value), DELIVERABLE,
-                   dest_tx_hash=dest_tx_hash)  # fmt: skip
+        await move(
+            tx, intent_id, IntentState(execution.value), DELIVERABLE, dest_tx_hash=dest_tx_hash
+        )
 
 
 async def list_intents(db: Database, request_id: Any) -> list[dict[str, Any]]:

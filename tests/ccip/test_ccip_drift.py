@@ -141,10 +141,15 @@ async def test_the_http_client_finds_router_pool_rate_limit_and_silence(anvil, d
     sidecar = Sidecar()
     sidecar.lanes["local"] = matching
     ctx = context(
-        db, dsn, anvil, local, lane,
-        MG_CCIP_SIDECAR="http", MG_CCIP_SIDECAR_URL=sidecar.url,
+        db,
+        dsn,
+        anvil,
+        local,
+        lane,
+        MG_CCIP_SIDECAR="http",
+        MG_CCIP_SIDECAR_URL=sidecar.url,
         MG_CCIP_SIDECAR_TIMEOUT_SECONDS="2",
-    )  # fmt: skip
+    )
     try:
         assert await ccip_drift(ctx) == 0
         assert sidecar.requests == ["/lanes/local"]
@@ -156,18 +161,25 @@ async def test_the_http_client_finds_router_pool_rate_limit_and_silence(anvil, d
         }
         assert await ccip_drift(ctx) == 2
         assert query(dsn, OPEN) == [
-            (SUBJECT, f"rate_limit:{local.bnm}", json.dumps(limit, separators=(",", ":")),
-             '{"capacity":"5","rate":"10"}'),
+            (
+                SUBJECT,
+                f"rate_limit:{local.bnm}",
+                json.dumps(limit, separators=(",", ":")),
+                '{"capacity":"5","rate":"10"}',
+            ),
             (SUBJECT, "router", local.router, moved),
-        ]  # fmt: skip
+        ]
         sidecar.lanes["local"] = {**matching, "tokens": {}}  # the token's pool was removed
         assert await ccip_drift(ctx) == 2  # the router cleared, the pool found
         assert [r[1:] for r in query(dsn, OPEN)] == [
             (f"pool:{local.bnm}", pool, "none"),
             # no pool, no rate limit: the rate-limit finding stays open
-            (f"rate_limit:{local.bnm}", json.dumps(limit, separators=(",", ":")),
-             '{"capacity":"5","rate":"10"}'),
-        ]  # fmt: skip
+            (
+                f"rate_limit:{local.bnm}",
+                json.dumps(limit, separators=(",", ":")),
+                '{"capacity":"5","rate":"10"}',
+            ),
+        ]
         sidecar.stop()  # the sidecar stops answering
         assert await ccip_drift(ctx) == 1
         assert (SUBJECT, "reachable", "yes", "no: SidecarError") in query(dsn, OPEN)
@@ -197,11 +209,18 @@ def test_an_http_sidecar_without_its_url_and_bad_lanes_stop_start_up() -> None:
         Settings.from_env(
             {
                 "MG_CCIP_LANES": json.dumps(
-                    [{"name": "x", "chain_id": 1, "router": "0x" + "1" * 40,
-                      "source_selector": -1, "dest_selector": 1}]
+                    [
+                        {
+                            "name": "x",
+                            "chain_id": 1,
+                            "router": "0x" + "1" * 40,
+                            "source_selector": -1,
+                            "dest_selector": 1,
+                        }
+                    ]
                 )
             }
-        )  # fmt: skip
+        )
 
 
 async def test_a_dead_chain_is_a_reachable_finding_for_the_rpc_client(anvil, dsn, db):

@@ -84,8 +84,9 @@ async def test_the_chain_decides_sent_delivered_and_released(anvil, dsn, db, hub
     message = evm2any_message(local.receiver, local.bnm, 10**17, None, 200_000)
     nonce = anvil.nonce(ADDRESSES[0])
     receipt = send(anvil, local.router, ccip_send_data(SELECTOR, message))
-    await intent(db, local, sent_node, tx_hash=receipt["transactionHash"], nonce=nonce,
-                 sender=ADDRESSES[0])  # fmt: skip
+    await intent(
+        db, local, sent_node, tx_hash=receipt["transactionHash"], nonce=nonce, sender=ADDRESSES[0]
+    )
     # a transaction that was never broadcast, whose nonce another one used
     await intent(db, local, used_node, tx_hash=never_broadcast(), nonce=0, sender=ADDRESSES[0])
     woken = hub.subscribe("qtg_recover")  # released: node_recovery is woken

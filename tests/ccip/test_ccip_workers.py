@@ -40,11 +40,15 @@ def test_ccip_drift_runs_with_a_sidecar_client_and_finds_a_wrong_router(anvil, d
     local = set_up(anvil, drips=0)
     wrong = "0x" + "77" * 20
     proc = launch(
-        procs, dsn, anvil, local,
-        MG_CCIP_ENABLED="true", MG_CCIP_SIDECAR="rpc",
+        procs,
+        dsn,
+        anvil,
+        local,
+        MG_CCIP_ENABLED="true",
+        MG_CCIP_SIDECAR="rpc",
         MG_CCIP_LANES=local.lanes_env(router=wrong),
         MG_CCIP_DRIFT_POLL_INTERVAL_SECONDS="0.2",
-    )  # fmt: skip
+    )
     assert {"ccip_drift", "ccip_stranded_reaper"} <= set(proc.wait_ready()["workers"])
     found = wait_until(
         lambda: query(
@@ -84,8 +88,9 @@ def test_two_runtimes_reap_each_stranded_intent_once(anvil, dsn, procs) -> None:
         async with Database(dsn, min_size=1, max_size=2) as db:
             free = anvil.nonce(ADDRESSES[1])
             for node in await nodes(db, local, count):
-                await intent(db, local, node, tx_hash=never_broadcast(), nonce=free,
-                             sender=ADDRESSES[1])  # fmt: skip
+                await intent(
+                    db, local, node, tx_hash=never_broadcast(), nonce=free, sender=ADDRESSES[1]
+                )
 
     trio.run(plant)
     wait_until(

@@ -187,8 +187,12 @@ class CcipExecutor:
             allowance = int(await rpc.eth_call(token, allowance_data(owner, lane.router)), 16)
             if allowance >= UNLIMITED_ALLOWANCE:
                 continue
-            call = {"from": owner, "to": token, "value": "0x0",
-                    "data": increase_allowance_data(lane.router, amount)}  # fmt: skip
+            call = {
+                "from": owner,
+                "to": token,
+                "value": "0x0",
+                "data": increase_allowance_data(lane.router, amount),
+            }
             try:
                 await rpc.call("eth_estimateGas", call)
             except RpcError:  # no increaseAllowance (OpenZeppelin 5 tokens): approve the sum
@@ -327,9 +331,12 @@ class CcipExecutor:
         approvals = meta.get("approvals") or []
         for approval in approvals:
             await evm_nonces.record_tx_hash(
-                self._db, tx_hash=approval["tx_hash"], chain_id=chain_id, address=tx["from"],
+                self._db,
+                tx_hash=approval["tx_hash"],
+                chain_id=chain_id,
+                address=tx["from"],
                 nonce=approval["nonce"],
-            )  # fmt: skip
+            )
         refs = _refs(lane, chain_id, tx_hash, tx["from"], nonce, intent["id"])
         if approvals:
             refs["approval_nonces"] = [a["nonce"] for a in approvals]
@@ -338,8 +345,13 @@ class CcipExecutor:
         try:
             for approval in approvals:  # just below the send's nonce, in order
                 await _broadcast(rpc, approval["raw"])
-                await evm_nonces.mark(self._db, state="broadcast", chain_id=chain_id,
-                                      address=tx["from"], nonce=approval["nonce"])  # fmt: skip
+                await evm_nonces.mark(
+                    self._db,
+                    state="broadcast",
+                    chain_id=chain_id,
+                    address=tx["from"],
+                    nonce=approval["nonce"],
+                )
             await _broadcast(rpc, signature)
         except RpcError as exc:
             if "nonce too low" in exc.message.lower() or approvals:
@@ -475,6 +487,14 @@ class CcipExecutor:
                     outcome=RecoverOutcome.COMPLETED,
                     provider_refs=seen.provider_refs,
                     artifacts=seen.artifacts,
+                )
+            if seen.status == ObserveStatus.FAILED:
+                return RecoverResult(
+                    outcome=RecoverOutcome.FAILED,
+                    provider_refs=seen.provider_refs,
+                    artifacts=seen.artifacts,
+                    error_code=seen.error_code,
+                    error_detail=seen.error_detail,
                 )
             return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=seen.provider_refs)
         intent = await intents.for_attempt(
