@@ -9,7 +9,10 @@
 --   sent                     mined; message_id read from the send's logs
 --   success / failure / manual_execution_needed
 --                            the destination's execution state of the message (final;
---                            manual_execution_needed may still become success)
+--                            manual_execution_needed may still become success). An
+--                            OffRamp's FAILURE (3) reads as manual_execution_needed, since
+--                            CCIP lets a person execute it; failure is for a message known
+--                            never to execute (recorded by an operator or a sidecar)
 --   reverted                 the ccipSend transaction reverted: no message (final)
 --   released                 provably never sent (final): the nonce went elsewhere or
 --                            recovery found nothing on chain while holding the node

@@ -233,3 +233,16 @@ async def test_a_dead_chain_is_a_reachable_finding_for_the_rpc_client(anvil, dsn
         assert query(dsn, OPEN) == [(SUBJECT, "reachable", "yes", "no: RpcUnavailable")]
     finally:
         await ctx.providers.aclose()
+
+
+async def test_the_http_clients_error_never_carries_the_sidecars_base_url(anvil, dsn, db):
+    local = set_up(anvil, drips=0)
+    secret = f"http://user:hunter2@127.0.0.1:{free_port()}/t0ken"
+    ctx = context(db, dsn, anvil, local, MG_CCIP_SIDECAR="http", MG_CCIP_SIDECAR_URL=secret)
+    try:
+        assert await ccip_drift(ctx) == 1
+    finally:
+        await ctx.providers.aclose()
+    [(evidence,)] = query(dsn, "SELECT evidence::text FROM drift_findings")
+    assert "hunter2" not in evidence and "t0ken" not in evidence
+    assert "GET /lanes/local" in evidence

@@ -145,7 +145,8 @@ class HttpSidecarClient:
         await self._client.aclose()
 
     async def lane_registry(self, lane: Lane) -> LaneRegistry:
-        url = f"{self._url}/lanes/{quote(lane.name, safe='')}"
+        path = f"/lanes/{quote(lane.name, safe='')}"
+        url = self._url + path
         try:
             with trio.fail_after(self._timeout):
                 reply = await self._client.get(url)
@@ -155,4 +156,6 @@ class HttpSidecarClient:
                 raise ValueError("the reply is not a JSON object")
             return registry_from_json(body)
         except (httpx.HTTPError, trio.TooSlowError, ValueError, TypeError, AttributeError) as exc:
-            raise SidecarError(f"{url}: {type(exc).__name__}: {exc}") from exc
+            # the path only: a base URL may carry a credential, and this text is evidence
+            detail = str(exc).replace(self._url, "<MG_CCIP_SIDECAR_URL>")
+            raise SidecarError(f"GET {path}: {type(exc).__name__}: {detail}") from exc
