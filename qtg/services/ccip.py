@@ -35,6 +35,7 @@ from qtg.domain.ccip import (
     reap_verdict,
 )
 from qtg.providers.evm.rpc import RpcError, RpcUnavailable
+from qtg.services import notifications
 from qtg.services.context import ServiceContext
 
 SQL = sql_family(
@@ -93,9 +94,23 @@ async def move(
         "state_detail": fields.get("state_detail"),
     }
     if isinstance(db_or_tx, Tx):
-        return await db_or_tx.fetchrow(SQL.move, args) is not None
+        return await _move(db_or_tx, intent_id, state, args)
     async with db_or_tx.transaction() as tx:
-        return await tx.fetchrow(SQL.move, args) is not None
+        return await _move(tx, intent_id, state, args)
+
+
+async def _move(tx: Tx, intent_id: int, state: IntentState, args: dict[str, Any]) -> bool:
+    if await tx.fetchrow(SQL.move, args) is None:
+        return False
+    if state is not S.STRANDED and S.STRANDED in args["from_states"]:
+        # it was (maybe) stranded and the chain has answered since: the page is over
+        await notifications.resolve_notification(tx, stranded_dedupe_key(intent_id))
+    return True
+
+
+def stranded_dedupe_key(intent_id: int) -> str:
+    """The notification of a stranded intent (sql/ccip/strand.sql raises it)."""
+    return f"ccip_stranded:{intent_id}"
 
 
 async def record_execution(

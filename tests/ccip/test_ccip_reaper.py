@@ -18,7 +18,7 @@ from ccip.flow import intent, never_broadcast, nodes
 from ccip.local import SELECTOR, send, set_up
 from qtg.config import Settings
 from qtg.db import Database
-from qtg.domain.ccip import ccip_send_data, evm2any_message
+from qtg.domain.ccip import IntentState, ccip_send_data, evm2any_message
 from qtg.providers.registry import build_registry
 from qtg.services import ccip as intents
 from qtg.services.context import ServiceContext
@@ -72,6 +72,11 @@ async def test_nothing_on_chain_is_stranded_and_pages_once(anvil, dsn, db) -> No
         " WHERE kind = 'ccip_stranded'",
     )
     assert pages == [("ccip_stranded", "critical", 1, str(row["id"]))]
+    # later the chain answers (here: recovery releases it): the page is resolved
+    assert await intents.move(db, row["id"], IntentState.RELEASED, intents.SENDABLE)
+    assert query(
+        dsn, "SELECT resolved_at IS NOT NULL FROM notifications WHERE kind = 'ccip_stranded'"
+    ) == [(True,)]
 
 
 async def test_the_chain_decides_sent_delivered_and_released(anvil, dsn, db, hub) -> None:
