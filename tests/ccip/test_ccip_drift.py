@@ -246,3 +246,24 @@ async def test_the_http_clients_error_never_carries_the_sidecars_base_url(anvil,
     [(evidence,)] = query(dsn, "SELECT evidence::text FROM drift_findings")
     assert "hunter2" not in evidence and "t0ken" not in evidence
     assert "GET /lanes/local" in evidence
+
+
+async def test_the_ccip_provider_refuses_to_start_without_what_it_sends_with(db) -> None:
+    lane = {"name": "l", "chain_id": 31337, "source_selector": 1, "dest_selector": 1,
+            "router": "0x" + "11" * 20}  # fmt: skip
+    base = {
+        "MG_EVM_RPC_URLS": f"{CHAIN_ID}=http://127.0.0.1:1",
+        "MG_EVM_SIGNER_PRIVATE_KEY": KEYS[0],
+    }
+    cases = [
+        ({"MG_PROVIDERS": "ccip", "MG_CCIP_LANES": json.dumps([lane])}, "MG_PROVIDERS"),
+        ({**base, "MG_PROVIDERS": "evm,ccip"}, "MG_CCIP_LANES: the ccip provider needs"),
+        (
+            {**base, "MG_PROVIDERS": "evm,ccip",
+             "MG_CCIP_LANES": json.dumps([{**lane, "dest_chain_id": 5}])},
+            "MG_CCIP_LANES: lane l: chain 5 is not in MG_EVM_RPC_URLS",
+        ),
+    ]  # fmt: skip
+    for env, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            build_registry(Settings.from_env(env), db)
