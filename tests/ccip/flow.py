@@ -56,28 +56,8 @@ def seed(dsn: str, local: Local, amounts: list[str], batch: str = "a") -> list[s
     return trio.run(run)
 
 
-def states(dsn: str, ids: list[str]) -> dict[str, str]:
-    return dict(
-        query(
-            dsn,
-            "SELECT id::text, request_state FROM movement_requests WHERE id = ANY(%s::uuid[])",
-            (ids,),
-        )
-    )
 
 
-def completed(dsn: str, ids: list[str]) -> bool:
-    rows = states(dsn, ids)
-    stuck = {k: v for k, v in rows.items() if v in ("FAILED", "MANUAL_INTERVENTION")}
-    if stuck:
-        why = query(
-            dsn,
-            "SELECT node_key, node_state, error_code, error_detail FROM movement_request_nodes"
-            " WHERE request_id = ANY(%s::uuid[]) AND error_code IS NOT NULL",
-            (list(stuck),),
-        )
-        raise AssertionError(f"{stuck}: {why}")
-    return len(rows) == len(ids) and set(rows.values()) == {"COMPLETED"}
 
 
 def intents(dsn: str) -> list[tuple]:

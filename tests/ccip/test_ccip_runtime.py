@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 from evm.anvil import ADDRESSES, token_balance
-from runtime.rt_procs import query, wait_until
+from runtime.rt_procs import all_completed, query, wait_until
 
-from ccip.flow import completed, intents, launch, seed
+from ccip.flow import intents, launch, seed
 from ccip.local import ccip_send_count, set_up
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def test_a_movement_sends_and_delivers_once_on_the_local_lane(anvil, dsn, procs)
     ready = proc.wait_ready()
     assert "ccip_stranded_reaper" in ready["workers"]
     ids = seed(dsn, local, ["0.25"])
-    wait_until(lambda: completed(dsn, ids), 60, "the ccip movement to complete")
+    wait_until(lambda: all_completed(dsn, ids), 60, "the ccip movement to complete")
     [(state, tx_hash, message_id, attempt_no, dest_tx_hash)] = intents(dsn)
     assert (state, attempt_no) == ("success", 1)
     receipt = anvil.call("eth_getTransactionReceipt", tx_hash)
@@ -67,7 +67,7 @@ def test_kill_after_the_broadcast_before_submitted_follows_the_chain(anvil, dsn,
     )
     assert node_state == "SUBMITTING"
     launch(procs, dsn, anvil, local, **RECOVER_FAST).wait_ready()
-    wait_until(lambda: completed(dsn, ids), 60, "recovery to follow the mined ccipSend")
+    wait_until(lambda: all_completed(dsn, ids), 60, "recovery to follow the mined ccipSend")
     [(state, tx_hash_after, message_id, attempt_no, _)] = intents(dsn)
     assert (state, tx_hash_after, attempt_no) == ("success", tx_hash, 1)
     assert message_id is not None
@@ -86,7 +86,7 @@ def test_kill_after_the_intent_before_the_broadcast_sends_once_on_a_new_attempt(
     assert anvil.call("eth_getTransactionByHash", tx_hash) is None  # never broadcast
     assert ccip_send_count(anvil, local.router) == 0
     launch(procs, dsn, anvil, local, **RECOVER_FAST).wait_ready()
-    wait_until(lambda: completed(dsn, ids), 60, "a new attempt to complete")
+    wait_until(lambda: all_completed(dsn, ids), 60, "a new attempt to complete")
     rows = intents(dsn)
     # attempt 1 released from the chain's answer; attempt 2 sent and delivered
     assert [(r[0], r[3]) for r in rows] == [("released", 1), ("success", 2)]
@@ -104,7 +104,7 @@ def test_sends_prepared_side_by_side_each_raise_their_own_allowance(anvil, dsn, 
     local = set_up(anvil)
     launch(procs, dsn, anvil, local).wait_ready()
     ids = seed(dsn, local, ["0.2", "0.2", "0.2"], batch="side")
-    wait_until(lambda: completed(dsn, ids), 90, "three ccip movements to complete")
+    wait_until(lambda: all_completed(dsn, ids), 90, "three ccip movements to complete")
     assert sorted(r[0] for r in intents(dsn)) == ["success"] * 3
     assert ccip_send_count(anvil, local.router) == 3
     assert token_balance(anvil, local.bnm, local.receiver) == 3 * WEI // 5
