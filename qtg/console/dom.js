@@ -1,4 +1,5 @@
-// Small DOM helpers: build elements without innerHTML, so no API text is ever parsed as markup.
+// Small DOM helpers: elements are built node by node (never from HTML strings), so no API
+// text is ever parsed as markup.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 

@@ -106,3 +106,8 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# The in-process API server of tests/api (a real Hypercorn on loopback), for the
+# console's file-serving tests that need no browser.
+from api.conftest import api, stream_overrides  # noqa: E402, F401
