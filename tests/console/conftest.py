@@ -101,10 +101,10 @@ def runtime(dsn: str, procs: list) -> Runtime:
     return Runtime(url=url, dsn=dsn, tokens=mint_tokens(dsn), proc=proc)
 
 
-def screenshot(page, name: str) -> Path:
+def screenshot(page, name: str, *, full_page: bool = True) -> Path:
     SCREENSHOTS.mkdir(exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     return path
 
 

@@ -24,8 +24,10 @@ BLOCKED_FILL = "rgb(227, 230, 235)"
 DEMO = "demo.cctp_bridge"  # 5 nodes: burn → attestation → mint → mint_status → finality
 
 
-def sign_in(chromium, runtime: Runtime, who: str) -> Page:
-    context = chromium.new_context(viewport={"width": 1400, "height": 900})
+def sign_in(chromium, runtime: Runtime, who: str, *, scale: float = 1) -> Page:
+    context = chromium.new_context(
+        viewport={"width": 1400, "height": 900}, device_scale_factor=scale
+    )
     page = context.new_page()
     page.set_default_timeout(EXPECT_MS)
     errors: list[str] = []
@@ -56,7 +58,8 @@ def create_movement(runtime: Runtime, who: str = "alice", template: str = DEMO) 
 
 
 def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime) -> None:
-    alice = sign_in(chromium, runtime, "alice")
+    # Drawn at 3/4 scale: its screenshot is the README's (docs/console-movement.png).
+    alice = sign_in(chromium, runtime, "alice", scale=0.75)
     urls: list[str] = []
     alice.on("request", lambda r: urls.append(r.url))
     alice.on("websocket", lambda ws: urls.append(ws.url))
@@ -109,6 +112,7 @@ def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime)
     expect(detail).to_contain_text("Provider refs")
     expect(detail.locator("#node-attempts")).to_have_text("1")
     screenshot(alice, "movement")
+    screenshot(alice, "movement-readme", full_page=False)
 
     # The token never travelled in a URL (HTTP requests or the WebSocket).
     assert urls and not [u for u in urls if runtime.tokens["alice"] in u], urls
@@ -134,7 +138,8 @@ def test_main_pages_render_and_are_captured(chromium, runtime: Runtime) -> None:
     screenshot(page, "workers")
 
     page.goto(f"{runtime.url}/console/#/audit")
-    expect(page.locator("table.list tbody tr").first).to_contain_text("movement")
+    expect(page.locator("table.list tbody tr").first).to_contain_text("movement.created")
+    expect(page.locator(f'table.list a[href="#/movements/{rid}"]')).to_have_count(2)
     screenshot(page, "audit")
 
     page.goto(f"{runtime.url}/console/#/templates?key={DEMO}")

@@ -5,6 +5,18 @@ import { filterForm, filtersOf, pagedTable } from "../list.js";
 
 const FILTERS = ["object_type", "object_id", "actor", "action"];
 
+// Objects the console has a page for link to it.
+const LINKS = {
+  movement: (id) => `#/movements/${id}`,
+  template: (id) => `#/templates?key=${encodeURIComponent(id)}`,
+};
+
+function objectCell(e) {
+  const link = LINKS[e.object_type];
+  const text = `${e.object_type} ${e.object_id}`;
+  return link ? h("a.mono", { href: link(e.object_id) }, text) : h("span.mono", text);
+}
+
 export default {
   path: "audit",
   title: "Audit",
@@ -22,9 +34,7 @@ export default {
         ["When", (e) => when(e.occurred_at)],
         ["Actor", (e) => e.actor],
         ["Action", (e) => h("strong", e.action)],
-        ["Object", (e) => e.object_type === "movement_request"
-          ? h("a.mono", { href: `#/movements/${e.object_id}` }, `${e.object_type} ${e.object_id.slice(0, 8)}`)
-          : h("span.mono", `${e.object_type} ${e.object_id}`)],
+        ["Object", (e) => objectCell(e)],
         ["Detail", (e) => (Object.keys(e.detail).length ? h("details", h("summary", "detail"), json(e.detail)) : "")],
         ["Hash", (e) => h("span.mono.muted", { title: e.row_hash }, e.row_hash.slice(0, 12))],
       ],
