@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+from playwright.sync_api import expect
 from runtime.rt_procs import REPO, RuntimeProcess, base_env
 from runtime.test_runtime_end_to_end import POOL
 
@@ -37,6 +38,8 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = REPO / "screenshots"
 #: Playwright expectations wait up to this long (ms) for their condition.
 EXPECT_MS = 20_000
+# so Playwright's expect() waits that long everywhere (its default is 5 s, short for a busy CI box)
+expect.set_options(timeout=EXPECT_MS)
 PEOPLE = (("alice", "operator"), ("bob", "operator"), ("admin", "admin"), ("vic", "viewer"))
 
 

@@ -32,6 +32,12 @@ def sign_in(chromium, runtime: Runtime, who: str, *, scale: float = 1) -> Page:
     page.set_default_timeout(EXPECT_MS)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # A Content-Security-Policy violation is reported on the console: the page
+    # must not depend on anything the policy blocks.
+    page.on(
+        "console",
+        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+    )
     page.errors = errors  # type: ignore[attr-defined]
     page.goto(f"{runtime.url}/console/")
     expect(page.locator("#token")).to_be_visible()

@@ -65,12 +65,23 @@ export default {
       }
     };
 
+    // Inputs live across repaints (live events repaint often): what a person
+    // is typing is never thrown away by an update.
+    const reason = h("input#reason", { name: "reason", placeholder: "reason (reject / cancel)" });
+    const artifacts = h("textarea#artifacts", { rows: 3, placeholder: '{"note": "checked by hand"}' });
+    let artifactsFor = null;
+    let shownDecisions = null;
+    let shownDetail = null;
+
     const paintActions = () => {
+      // Unchanged decisions are left alone, so the reason field keeps its focus.
+      const offered = `${canAct}:${decisionsFor(movement.request_state).join()}`;
+      if (offered === shownDecisions) return;
+      shownDecisions = offered;
       if (!canAct) {
         mount(actions, h("p.muted", "Viewer: no actions."));
         return;
       }
-      const reason = h("input#reason", { name: "reason", placeholder: "reason (reject / cancel)" });
       const base = `/v3/movements/${id}`;
       const buttons = decisionsFor(movement.request_state).map((d) => {
         const withReason = d === "reject" || d === "cancel";
@@ -114,6 +125,10 @@ export default {
 
     const paintDetail = () => {
       const node = movement.nodes.find((n) => n.node_key === selected);
+      // The same node unchanged is left alone (the artifacts field keeps its focus).
+      const signature = `${selected}:${JSON.stringify(node)}`;
+      if (signature === shownDetail) return;
+      shownDetail = signature;
       if (!node) {
         mount(detail, h("h2", "Node"), h("p.muted", "Click a node in the graph for its attempts, provider refs, errors and timings."));
         return;
@@ -124,7 +139,10 @@ export default {
         nodeActions.push(h("button#act-retry.primary", { type: "button", onclick: () => decide(`retry ${node.node_key}`, `${base}/retry`) }, "retry node"));
       }
       if (canAct && node.node_kind === "manual" && node.node_state === "READY") {
-        const artifacts = h("textarea#artifacts", { rows: 3, placeholder: '{"note": "checked by hand"}' });
+        if (artifactsFor !== node.node_key) {
+          artifacts.value = "";
+          artifactsFor = node.node_key;
+        }
         nodeActions.push(artifacts, h("button#act-complete.primary", {
           type: "button",
           onclick: () => {
