@@ -18,7 +18,8 @@ Referer header — and the referrer is switched off besides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -71,6 +72,11 @@ CONTENT_TYPES = {
 class Asset:
     body: bytes
     content_type: str
+    #: a strong validator, so a reload revalidates each module with a 304, not a download
+    etag: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "etag", f'"{hashlib.sha256(self.body).hexdigest()[:32]}"')
 
 
 def load_assets(root: Traversable | None = None) -> dict[str, Asset]:
@@ -115,7 +121,9 @@ def console_routes(assets: dict[str, Asset] | None = None) -> list[Route]:
             )
             response.headers.update(SECURITY_HEADERS)
             return response
-        headers = dict(SECURITY_HEADERS)
+        headers = {**SECURITY_HEADERS, "ETag": asset.etag}
+        if asset.etag in _etags(request.headers.get("if-none-match", "")):
+            return Response(status_code=304, headers=headers)
         return Response(asset.body, media_type=asset.content_type, headers=headers)
 
     return [
@@ -123,3 +131,8 @@ def console_routes(assets: dict[str, Asset] | None = None) -> list[Route]:
         Route(f"{PREFIX}/", serve, methods=["GET", "HEAD"]),
         Route(PREFIX + "/{path:path}", serve, methods=["GET", "HEAD"]),
     ]
+
+
+def _etags(header: str) -> set[str]:
+    """The entity tags of an If-None-Match header (weak ones compared by their value)."""
+    return {t.strip().removeprefix("W/") for t in header.split(",") if t.strip()}

@@ -154,6 +154,8 @@ def test_main_pages_render_and_are_captured(chromium, runtime: Runtime) -> None:
 
     for path, heading in (
         ("proposals", "Template proposals"),
+        ("providers", "Executors and signers"),
+        ("transfers", "Capital transfers"),
         ("balances", "Balances"),
         ("drift", "Drift findings"),
         ("notifications", "Notifications"),
@@ -161,6 +163,9 @@ def test_main_pages_render_and_are_captured(chromium, runtime: Runtime) -> None:
         page.goto(f"{runtime.url}/console/#/{path}")
         expect(page.locator("main h1")).to_have_text(heading)
         expect(page.locator("main .error")).to_have_count(0)
+        if path == "providers":
+            expect(page.locator("#executors tbody tr").first).to_contain_text("sandbox")
+            screenshot(page, "providers")
     assert page.errors == []  # type: ignore[attr-defined]
 
 

@@ -64,6 +64,16 @@ async def test_every_file_is_served_with_its_type_and_headers(api: Api) -> None:
         assert r.headers["content-security-policy"] == CSP, name
 
 
+async def test_a_reload_revalidates_with_an_etag(api: Api) -> None:
+    first = await api["anon"].get("/console/graph.js")
+    etag = first.headers["etag"]
+    again = await api["anon"].get("/console/graph.js", headers={"If-None-Match": etag})
+    assert again.status_code == 304 and again.content == b""
+    assert again.headers["content-security-policy"] == CSP
+    other = await api["anon"].get("/console/app.js", headers={"If-None-Match": etag})
+    assert other.status_code == 200 and other.headers["etag"] != etag
+
+
 async def test_no_inline_script_or_style_in_the_page(api: Api) -> None:
     """The CSP would block them; the page must not depend on them."""
     html = (CONSOLE / "index.html").read_text()

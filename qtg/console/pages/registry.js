@@ -11,8 +11,10 @@ import movement from "./movement.js";
 import movements from "./movements.js";
 import notifications from "./notifications.js";
 import proposals from "./proposals.js";
+import providers from "./providers.js";
 import signin from "./signin.js";
 import templates from "./templates.js";
+import transfers from "./transfers.js";
 import workers from "./workers.js";
 
 export const PAGES = [
@@ -21,7 +23,9 @@ export const PAGES = [
   templates,
   proposals,
   workers,
+  providers,
   audit,
+  transfers,
   balances,
   drift,
   notifications,
