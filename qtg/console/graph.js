@@ -87,7 +87,8 @@ function clip(text, max) {
 
 /**
  * The SVG for a movement: nodes coloured by state (CSS classes st-<STATE>),
- * frontier nodes outlined, `onSelect(key)` on click or Enter.
+ * frontier nodes outlined, `onSelect(key)` on click or Enter. A template's
+ * plan is drawn with node_state "PLAN" (no state yet: kind and action type shown).
  */
 export function draw(movement, { selected, onSelect } = {}) {
   const geo = layout(movement.nodes.map((n) => ({ key: n.node_key })), movement.edges || []);
@@ -143,7 +144,9 @@ export function draw(movement, { selected, onSelect } = {}) {
       s("title", `${node.node_key} (${node.node_kind} ${node.action_type}): ${node.node_state}`),
       s("rect.box", { width: NODE_W, height: NODE_H, rx: 7, ry: 7 }),
       s("text.key", { x: 10, y: 19 }, clip(node.node_key, 20)),
-      s("text.sub", { x: 10, y: 37 }, clip(`${node.node_state} · ${node.node_kind}`, 26)),
+      s("text.sub", { x: 10, y: 37 }, clip(node.node_state === "PLAN"
+        ? `${node.node_kind} · ${node.action_type}`
+        : `${node.node_state} · ${node.node_kind}`, 26)),
     );
     if (node.attempt_no > 1) {
       g.append(s("text.attempts", { x: NODE_W - 8, y: 19, "text-anchor": "end" }, `×${node.attempt_no}`));

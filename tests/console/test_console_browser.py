@@ -150,7 +150,13 @@ def test_main_pages_render_and_are_captured(chromium, runtime: Runtime) -> None:
 
     page.goto(f"{runtime.url}/console/#/templates?key={DEMO}")
     expect(page.locator(".card svg.dag g.node")).to_have_count(5)
+    expect(page.locator('.card svg.dag g.node[data-key="burn"]')).to_contain_text("cctp_burn")
     screenshot(page, "templates")
+    # A movement started from the template's form waits for a second person.
+    page.click("form.create button[type=submit]")
+    expect(page.locator("#graph g.node")).to_have_count(5)
+    expect(page.locator("h1")).to_have_attribute("data-state", "PENDING_APPROVAL")
+    expect(page.locator("dl.facts")).to_contain_text("admin")
 
     for path, heading in (
         ("proposals", "Template proposals"),

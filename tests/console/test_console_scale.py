@@ -162,3 +162,42 @@ def test_ten_thousand_movements_page_on_the_server(chromium, runtime: Runtime) -
     assert page.evaluate("document.querySelectorAll('tr[data-id]').length") == 50
     print(f"next page of 10,000 movements in {next_page_s:.2f} s")
     assert next_page_s < EXPECT_MS / 1000
+
+
+LAYOUT = """async () => {
+  const { layout } = await import('/console/graph.js');
+  const keys = (ks) => ks.map((key) => ({ key }));
+  const summary = (g) => ({
+    layers: g.layers,
+    width: g.width,
+    height: g.height,
+    edges: g.edges.length,
+    xs: Object.fromEntries([...g.boxes].map(([k, b]) => [k, b.x])),
+  });
+  const chain = Array.from({ length: 50 }, (_, i) => `n${i}`);
+  return {
+    diamond: summary(layout(keys(['join', 'right', 'left', 'start']),
+      [['start', 'left'], ['start', 'right'], ['left', 'join'], ['right', 'join']])),
+    chain: summary(layout(keys(chain), chain.slice(1).map((k, i) => [chain[i], k]))),
+    stray: summary(layout(keys(['a', 'b']), [['a', 'b'], ['a', 'ghost'], ['b', 'b']])),
+    cycle: summary(layout(keys(['a', 'b']), [['a', 'b'], ['b', 'a']])),
+  };
+}"""
+
+
+def test_the_layout_is_layered_by_dependency_depth(chromium, runtime: Runtime) -> None:
+    """graph.js's pure layout(), run in the browser as the console runs it."""
+    page = chromium.new_page()
+    page.goto(f"{runtime.url}/console/#/signin")
+    got = page.evaluate(LAYOUT)
+    diamond = got["diamond"]
+    assert diamond["layers"][0] == ["start"] and diamond["layers"][2] == ["join"]
+    assert sorted(diamond["layers"][1]) == ["left", "right"]
+    xs = diamond["xs"]
+    assert xs["start"] < xs["left"] == xs["right"] < xs["join"]
+    assert len(got["chain"]["layers"]) == 50 and got["chain"]["edges"] == 49
+    # Edges naming unknown nodes, and self-loops, are dropped rather than drawn.
+    assert got["stray"]["edges"] == 1 and len(got["stray"]["layers"]) == 2
+    # A cycle (never a valid plan) still lays out instead of recursing forever.
+    assert sorted(k for layer in got["cycle"]["layers"] for k in layer) == ["a", "b"]
+    page.close()

@@ -31,7 +31,7 @@ export default {
     const graph = t.graph || { nodes: [], edges: [] };
     const preview = {
       nodes: graph.nodes.map((n) => ({
-        node_key: n.key, node_kind: n.kind, action_type: n.action_type, node_state: "BLOCKED", attempt_no: 0,
+        node_key: n.key, node_kind: n.kind, action_type: n.action_type, node_state: "PLAN", attempt_no: 0,
       })),
       edges: graph.edges || [],
       current_frontier: [],
