@@ -15,6 +15,8 @@ export const session = {
   },
   /** {name, role} once signed in; filled by app.js from GET /v3/whoami. */
   principal: null,
+  /** the page asked for before signing in (memory only) */
+  next: null,
   may(role) {
     const rank = { viewer: 1, operator: 2, admin: 3 };
     return !!this.principal && rank[this.principal.role] >= rank[role];

@@ -90,6 +90,10 @@ async function route() {
     }
   }
   const signedIn = await whoami();
+  if (found && !found.page.public && !signedIn) {
+    // Remembered in memory only: after signing in, the page that was asked for.
+    session.next = window.location.hash.replace(/^#\/?/, "");
+  }
   if (!found || (!found.page.public && !signedIn)) {
     found = { page: PAGES.find((p) => p.public), params: {} };
   }

@@ -186,6 +186,11 @@ def test_a_viewer_sees_no_actions_and_a_bad_token_is_refused(chromium, runtime: 
     page.click("#signin")
     expect(page.locator("main .error")).to_contain_text("401 UNAUTHENTICATED")
     assert page.evaluate("sessionStorage.length") == 0
+    # Signed in, the page asked for first is the one shown.
+    page.fill("#token", runtime.tokens["vic"])
+    page.click("#signin")
+    expect(page.locator("#graph g.node")).to_have_count(5)
+    assert rid in page.url and runtime.tokens["vic"] not in page.url
 
     viewer = sign_in(chromium, runtime, "vic")
     viewer.goto(f"{runtime.url}/console/#/movements/{rid}")

@@ -9,7 +9,7 @@ export default {
   title: "Sign in",
   nav: false,
   public: true,
-  render(main, { navigate, session }) {
+  render(main, { refresh, session }) {
     const input = h("input#token", {
       type: "password", name: "token", autocomplete: "off", spellcheck: "false",
       placeholder: "qtg_…", required: true, size: 52,
@@ -27,7 +27,12 @@ export default {
         session.set(token);
         session.principal = r.body;
         input.value = "";
-        navigate("movements");
+        const next = session.next;
+        session.next = null;
+        const target = next && !next.startsWith("signin") ? `#/${next}` : "#/movements";
+        // The sign-in page is drawn under the asked-for URL: same hash, no hashchange.
+        if (window.location.hash === target) refresh();
+        else window.location.hash = target;
       },
     },
     h("h1", "Sign in"),
