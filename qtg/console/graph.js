@@ -11,7 +11,7 @@ import { s } from "./dom.js";
 
 export const NODE_W = 176;
 export const NODE_H = 48;
-const GAP_X = 64;
+const GAP_X = 48;
 const GAP_Y = 18;
 const PAD = 16;
 
