@@ -54,8 +54,10 @@ def require_chromium() -> None:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
+    """One headless Chromium per test module (closed after it: the rest of a full run
+    does not carry a browser around)."""
     require_chromium()
     from playwright.sync_api import sync_playwright
 
