@@ -10,10 +10,13 @@ import fnmatch
 import tomllib
 from pathlib import Path
 
+import pytest
 import trio
 from api.conftest import Api
 
 from qtg.api.console import CSP, load_assets
+
+from . import conftest as console_conftest
 
 CONSOLE = Path(__file__).resolve().parents[2] / "qtg" / "console"
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -134,3 +137,17 @@ def test_load_assets_skips_dotfiles_and_unknown_types(tmp_path: Path) -> None:
     assets = load_assets(tmp_path)  # type: ignore[arg-type]
     assert set(assets) == {"index.html", "sub/a.js"}
     assert assets["sub/a.js"].content_type.startswith("text/javascript")
+
+
+def test_without_chromium_the_browser_tests_skip_but_fail_under_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(console_conftest, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no-chromium is missing"):
+        console_conftest.require_chromium()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="missing under CI=true"):
+        console_conftest.require_chromium()
+    monkeypatch.setattr(console_conftest, "CHROMIUM", tmp_path)  # exists: nothing raised
+    console_conftest.require_chromium()
