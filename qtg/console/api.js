@@ -64,13 +64,13 @@ export async function api(method, path, { query, body, idempotencyKey, token } =
 }
 
 /**
- * Follow `WS /v3/stream` for one movement (or all): backlog after `after`,
+ * Follow `WS /v3/stream` for one movement (or all; `types` filters event types): backlog after `after`,
  * then live. The token travels as a subprotocol (`qtg.token.<token>`), never
  * in the URL. Reconnects with `after=<last id>` so nothing is lost or seen
  * twice; `onStatus` hears "live", "reconnecting" or "closed".
  * Returns a function that stops it.
  */
-export function follow({ requestId, after, onEvent, onStatus }) {
+export function follow({ requestId, types, after, onEvent, onStatus }) {
   let last = after ?? null;
   let socket = null;
   let stopped = false;
@@ -81,6 +81,7 @@ export function follow({ requestId, after, onEvent, onStatus }) {
     const url = new URL("/v3/stream", window.location.origin);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     if (requestId) url.searchParams.set("request_id", requestId);
+    if (types) url.searchParams.set("types", types);
     if (last !== null) url.searchParams.set("after", String(last));
     socket = new WebSocket(url, ["qtg.v3", `qtg.token.${session.token}`]);
     socket.onopen = () => {

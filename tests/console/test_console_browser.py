@@ -134,6 +134,12 @@ def test_main_pages_render_and_are_captured(chromium, runtime: Runtime) -> None:
     page = sign_in(chromium, runtime, "admin")
 
     expect(page.locator("table.list tbody tr")).to_have_count(2)
+    # The first page follows the stream: a new movement appears without a reload.
+    page.evaluate("window.__notReloaded = true")
+    newest = create_movement(runtime, "alice")
+    expect(page.locator("table.list tbody tr")).to_have_count(3)
+    expect(page.locator("table.list tbody tr").first).to_have_attribute("data-id", newest)
+    assert page.evaluate("window.__notReloaded") is True
     screenshot(page, "movements")
 
     page.goto(f"{runtime.url}/console/#/workers")

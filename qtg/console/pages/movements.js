@@ -1,5 +1,8 @@
 // Movements, newest first, filtered by state and template, paged by the API's cursor.
+// The first page follows the stream: a movement created or changing state
+// re-reads that one page (at most once a second, however busy the runtime).
 
+import { follow } from "../api.js";
 import { field, h, mount, select, stateBadge, when } from "../dom.js";
 import { filterForm, filtersOf, pagedTable } from "../list.js";
 
@@ -7,6 +10,8 @@ export const REQUEST_STATES = [
   "PENDING_APPROVAL", "APPROVED", "REJECTED", "EXPIRED", "EXECUTING",
   "WAITING_MANUAL_ACTION", "MANUAL_INTERVENTION", "COMPLETED", "FAILED", "CANCELLED",
 ];
+
+const RELOAD_MS = 1000;
 
 export default {
   path: "movements",
@@ -18,7 +23,7 @@ export default {
       field("State", select("state", [["", "any"], ...REQUEST_STATES.map((s) => [s, s])], filters.state || "")),
       field("Template", h("input", { name: "template_key", value: filters.template_key || "", placeholder: "demo.cctp_bridge" })),
     ]);
-    const table = await pagedTable(ctx, {
+    const load = () => pagedTable(ctx, {
       path: "movements",
       endpoint: "/v3/movements",
       filters,
@@ -35,6 +40,30 @@ export default {
         ["Updated", (m) => when(m.updated_at)],
       ],
     });
-    mount(main, h("h1", "Movements"), form, table);
+    const body = h("div#movements-page", await load());
+    mount(main, h("h1", "Movements"), form, body);
+    if (ctx.query.get("cursor")) return null; // a later page stays as it was read
+    let timer = null;
+    let busy = false;
+    const reload = async () => {
+      timer = null;
+      if (busy) {
+        timer = setTimeout(reload, RELOAD_MS);
+        return;
+      }
+      busy = true;
+      mount(body, await load());
+      busy = false;
+    };
+    const stop = follow({
+      types: "request_created,request_state_changed",
+      onEvent: () => {
+        if (timer === null) timer = setTimeout(reload, RELOAD_MS);
+      },
+    });
+    return () => {
+      clearTimeout(timer);
+      stop();
+    };
   },
 };
