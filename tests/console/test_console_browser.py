@@ -120,7 +120,10 @@ def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime)
     screenshot(alice, "movement")
     screenshot(alice, "movement-readme", full_page=False)
 
-    # The token never travelled in a URL (HTTP requests or the WebSocket).
+    # The token is in this tab's sessionStorage only, and never travelled in a URL
+    # (HTTP requests or the WebSocket).
+    stored = alice.evaluate("[sessionStorage.getItem('qtg.console.token'), localStorage.length]")
+    assert stored == [runtime.tokens["alice"], 0]
     assert urls and not [u for u in urls if runtime.tokens["alice"] in u], urls
     assert any("/v3/stream" in u for u in urls), urls
     assert alice.errors == [] and bob.errors == []  # type: ignore[attr-defined]
