@@ -102,7 +102,9 @@ def runtime(dsn: str, procs: list) -> Runtime:
     proc = RuntimeProcess.launcher(base_env(MG_DATABASE_URL=dsn, **POOL), "--seed-demo")
     procs.append(proc)
     proc.wait_ready()
-    url = proc.wait_for(lambda r: r.get("msg") == "API listening")["url"]
+    listening = proc.wait_for(lambda r: r.get("msg") == "API listening")
+    url = listening["url"]
+    assert listening["console"] == f"{url}/console/"  # the start-up log says where it is
     return Runtime(url=url, dsn=dsn, tokens=mint_tokens(dsn), proc=proc)
 
 
