@@ -210,3 +210,23 @@ def test_a_viewer_sees_no_actions_and_a_bad_token_is_refused(chromium, runtime: 
     viewer.click("#signout")
     expect(viewer.locator("#token")).to_be_visible()
     assert viewer.evaluate("sessionStorage.length") == 0
+
+
+def test_reject_asks_first_and_sends_the_reason(chromium, runtime: Runtime) -> None:
+    rid = create_movement(runtime, "alice")
+    bob = sign_in(chromium, runtime, "bob")
+    bob.goto(f"{runtime.url}/console/#/movements/{rid}")
+    bob.fill("#reason", "wrong destination")
+    bob.once("dialog", lambda dialog: dialog.dismiss())
+    bob.click("#act-reject")
+    expect(bob.locator("#act-approve")).to_be_visible()  # dismissed: nothing was sent
+    expect(bob.locator("h1")).to_have_attribute("data-state", "PENDING_APPROVAL")
+    bob.once("dialog", lambda dialog: dialog.accept())
+    bob.click("#act-reject")
+    expect(bob.locator("#action-ok")).to_be_visible()
+    expect(bob.locator("h1")).to_have_attribute("data-state", "REJECTED")
+    with runtime.client("vic") as vic:
+        audit = vic.get("/v3/audit-events", params={"object_id": rid}).json()["items"]
+    rejected = [e for e in audit if e["action"] == "movement.rejected"]
+    assert rejected and rejected[0]["actor"] == "bob", audit
+    assert rejected[0]["detail"].get("reason") == "wrong destination", rejected

@@ -88,7 +88,11 @@ export default {
         return h(`button#act-${d}`, {
           type: "button",
           class: d === "approve" || d === "resume" ? "primary" : d === "reject" || d === "cancel" ? "danger" : null,
-          onclick: () => decide(d, `${base}/${d}`, withReason && reason.value ? { reason: reason.value } : {}),
+          onclick: () => {
+            // Reject and cancel end the movement for good: ask first.
+            if (withReason && !window.confirm(`${d} movement ${id}?`)) return;
+            decide(d, `${base}/${d}`, withReason && reason.value ? { reason: reason.value } : {});
+          },
         }, d);
       });
       mount(actions, buttons.length ? [...buttons, reason] : h("p.muted", "No decisions in this state."));
