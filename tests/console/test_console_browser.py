@@ -230,3 +230,45 @@ def test_reject_asks_first_and_sends_the_reason(chromium, runtime: Runtime) -> N
     rejected = [e for e in audit if e["action"] == "movement.rejected"]
     assert rejected and rejected[0]["actor"] == "bob", audit
     assert rejected[0]["detail"].get("reason") == "wrong destination", rejected
+
+
+def test_a_failed_node_is_retried_by_a_second_operator(chromium, runtime: Runtime) -> None:
+    graph = {
+        "nodes": [
+            {
+                "key": "send",
+                "kind": "action",
+                "action_type": "cctp_burn",
+                "config": {"sandbox": {"fail": "submit_rejected"}},
+            },
+            {"key": "after", "kind": "observe", "action_type": "cctp_attestation"},
+        ],
+        "edges": [["send", "after"]],
+    }
+    with runtime.client("admin") as admin:
+        r = admin.post(
+            "/v3/templates", json={"template_key": "t.fails", "name": "fails", "graph": graph}
+        )
+        assert r.status_code == 201, r.text
+    rid = create_movement(runtime, "alice", "t.fails")
+    with runtime.client("bob") as bob_api:
+        assert bob_api.post(f"/v3/movements/{rid}/approve").status_code == 200
+
+    alice = sign_in(chromium, runtime, "alice")
+    alice.goto(f"{runtime.url}/console/#/movements/{rid}?node=send")
+    send = alice.locator('#graph g.node[data-key="send"]')
+    expect(send).to_have_attribute("data-state", "FAILED")
+    expect(alice.locator("#node-detail")).to_contain_text("SANDBOX_SUBMIT_REJECTED")
+    expect(alice.locator("#node-attempts")).to_have_text("1")
+    alice.click("#act-retry")  # her own movement: four-eyes
+    expect(alice.locator("#action-result .error")).to_have_attribute("data-code", "FOUR_EYES")
+
+    bob = sign_in(chromium, runtime, "bob")
+    bob.goto(f"{runtime.url}/console/#/movements/{rid}?node=send")
+    bob.click("#act-retry")
+    expect(bob.locator("#action-ok")).to_be_visible()
+    # The new attempt fails the same way; alice's page shows it without a reload.
+    expect(alice.locator("#node-attempts")).to_have_text("2")
+    expect(send).to_have_attribute("data-state", "FAILED")
+    expect(send.locator("text.attempts")).to_have_text("\u00d72")  # the attempts badge
+    screenshot(alice, "movement-failed-node")
