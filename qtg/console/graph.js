@@ -2,7 +2,8 @@
 //
 // layout() is pure (nodes and edges in, coordinates out) so it can be reasoned
 // about on its own; draw() turns a layout into SVG elements. Layers run left to
-// right (depth = longest path from a root); within a layer, nodes are ordered
+// right (depth = longest path from a root; a long narrow plan runs top to
+// bottom instead); within a layer, nodes are ordered
 // by the mean position of their neighbours (a few barycentre sweeps), which
 // keeps the crossings of typical fan-out/fan-in plans low. Big plans scroll:
 // nodes never shrink below a readable size.
@@ -13,6 +14,9 @@ export const NODE_W = 176;
 export const NODE_H = 48;
 const GAP_X = 48;
 const GAP_Y = 18;
+const GAP_V = 30; // between layers, top to bottom
+// more layers than this (and a plan much deeper than wide) are drawn top to bottom
+const MAX_ACROSS = 7;
 const PAD = 16;
 
 /**
@@ -68,17 +72,34 @@ export function layout(nodes, edges) {
     for (let i = layers.length - 2; i >= 0; i--) sweep(layers[i], succs);
   }
   const tallest = Math.max(1, ...layers.map((l) => l.length));
-  const columnHeight = (n) => n * NODE_H + (n - 1) * GAP_Y;
-  const height = PAD * 2 + columnHeight(tallest);
-  const width = PAD * 2 + layers.length * NODE_W + Math.max(0, layers.length - 1) * GAP_X;
+  // A deep, narrow plan (a long chain) runs top to bottom instead, so it
+  // scrolls the way a page does rather than thousands of pixels sideways.
+  const vertical = layers.length > MAX_ACROSS && layers.length > 2 * tallest;
   const boxes = new Map();
-  layers.forEach((layer, li) => {
-    const top = PAD + (columnHeight(tallest) - columnHeight(layer.length)) / 2;
-    layer.forEach((k, i) => {
-      boxes.set(k, { x: PAD + li * (NODE_W + GAP_X), y: top + i * (NODE_H + GAP_Y), layer: li });
+  let width;
+  let height;
+  if (vertical) {
+    const rowWidth = (n) => n * NODE_W + (n - 1) * GAP_Y * 2;
+    width = PAD * 2 + rowWidth(tallest);
+    height = PAD * 2 + layers.length * NODE_H + Math.max(0, layers.length - 1) * GAP_V;
+    layers.forEach((layer, li) => {
+      const left = PAD + (rowWidth(tallest) - rowWidth(layer.length)) / 2;
+      layer.forEach((k, i) => {
+        boxes.set(k, { x: left + i * (NODE_W + GAP_Y * 2), y: PAD + li * (NODE_H + GAP_V), layer: li });
+      });
     });
-  });
-  return { width, height, boxes, edges: kept, layers };
+  } else {
+    const columnHeight = (n) => n * NODE_H + (n - 1) * GAP_Y;
+    height = PAD * 2 + columnHeight(tallest);
+    width = PAD * 2 + layers.length * NODE_W + Math.max(0, layers.length - 1) * GAP_X;
+    layers.forEach((layer, li) => {
+      const top = PAD + (columnHeight(tallest) - columnHeight(layer.length)) / 2;
+      layer.forEach((k, i) => {
+        boxes.set(k, { x: PAD + li * (NODE_W + GAP_X), y: top + i * (NODE_H + GAP_Y), layer: li });
+      });
+    });
+  }
+  return { width, height, boxes, edges: kept, layers, vertical };
 }
 
 function clip(text, max) {
@@ -110,10 +131,18 @@ export function draw(movement, { selected, onSelect } = {}) {
   for (const [a, b] of geo.edges) {
     const p = geo.boxes.get(a);
     const q = geo.boxes.get(b);
-    const x1 = p.x + NODE_W, y1 = p.y + NODE_H / 2, x2 = q.x, y2 = q.y + NODE_H / 2;
-    const mid = (x1 + x2) / 2;
+    let d;
+    if (geo.vertical) {
+      const x1 = p.x + NODE_W / 2, y1 = p.y + NODE_H, x2 = q.x + NODE_W / 2, y2 = q.y;
+      const mid = (y1 + y2) / 2;
+      d = `M ${x1} ${y1} C ${x1} ${mid}, ${x2} ${mid}, ${x2} ${y2 - 1}`;
+    } else {
+      const x1 = p.x + NODE_W, y1 = p.y + NODE_H / 2, x2 = q.x, y2 = q.y + NODE_H / 2;
+      const mid = (x1 + x2) / 2;
+      d = `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2 - 1} ${y2}`;
+    }
     edgeLayer.append(s("path.edge", {
-      d: `M ${x1} ${y1} C ${mid} ${y1}, ${mid} ${y2}, ${x2 - 1} ${y2}`,
+      d,
       "marker-end": "url(#arrow)",
       dataset: { from: a, to: b },
     }));

@@ -8,6 +8,7 @@ rows in the DOM, whatever the table holds).
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -172,7 +173,9 @@ LAYOUT = """async () => {
     width: g.width,
     height: g.height,
     edges: g.edges.length,
+    vertical: g.vertical,
     xs: Object.fromEntries([...g.boxes].map(([k, b]) => [k, b.x])),
+    ys: Object.fromEntries([...g.boxes].map(([k, b]) => [k, b.y])),
   });
   const chain = Array.from({ length: 50 }, (_, i) => `n${i}`);
   return {
@@ -195,9 +198,38 @@ def test_the_layout_is_layered_by_dependency_depth(chromium, runtime: Runtime) -
     assert sorted(diamond["layers"][1]) == ["left", "right"]
     xs = diamond["xs"]
     assert xs["start"] < xs["left"] == xs["right"] < xs["join"]
-    assert len(got["chain"]["layers"]) == 50 and got["chain"]["edges"] == 49
+    assert not diamond["vertical"]
+    chain = got["chain"]
+    assert len(chain["layers"]) == 50 and chain["edges"] == 49
+    # A 50-step chain runs top to bottom (one column), not 10,000 px sideways.
+    assert chain["vertical"] and len(set(chain["xs"].values())) == 1
+    assert chain["ys"]["n0"] < chain["ys"]["n1"] < chain["ys"]["n49"]
+    assert chain["width"] < 400 < chain["height"]
     # Edges naming unknown nodes, and self-loops, are dropped rather than drawn.
     assert got["stray"]["edges"] == 1 and len(got["stray"]["layers"]) == 2
     # A cycle (never a valid plan) still lays out instead of recursing forever.
     assert sorted(k for layer in got["cycle"]["layers"] for k in layer) == ["a", "b"]
     page.close()
+
+    # And a 50-step chain on a movement page: one readable column, nothing overlapping.
+    keys = [f"step_{i:02d}" for i in range(50)]
+    chain = {
+        "nodes": [
+            {"key": k, "kind": "observe", "action_type": "destination_chain_finality_observe"}
+            for k in keys
+        ],
+        "edges": [list(pair) for pair in pairwise(keys)],
+    }
+    with runtime.client("admin") as admin:
+        r = admin.post(
+            "/v3/templates", json={"template_key": "t.chain50", "name": "chain", "graph": chain}
+        )
+        assert r.status_code == 201, r.text
+    rid = create_movement(runtime, "alice", "t.chain50")
+    viewer = sign_in(chromium, runtime, "vic")
+    viewer.goto(f"{runtime.url}/console/#/movements/{rid}")
+    expect(viewer.locator("#graph g.node")).to_have_count(50)
+    assert overlapping_boxes(viewer) == []
+    box = viewer.locator("#graph svg.dag").bounding_box()
+    assert box is not None and box["width"] < 400 < box["height"], box
+    screenshot(viewer, "movement-50-chain")
