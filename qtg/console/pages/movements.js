@@ -55,11 +55,15 @@ export default {
       mount(body, await load());
       busy = false;
     };
+    const soon = () => {
+      if (timer === null) timer = setTimeout(reload, RELOAD_MS);
+    };
     const stop = follow({
       types: "request_created,request_state_changed",
-      onEvent: () => {
-        if (timer === null) timer = setTimeout(reload, RELOAD_MS);
-      },
+      onEvent: soon,
+      // Once (re)connected, read again: a movement created between the page's
+      // read and the subscription would otherwise wait for the next event.
+      onStatus: (st) => st === "live" && soon(),
     });
     return () => {
       clearTimeout(timer);
