@@ -230,6 +230,9 @@ def test_the_layout_is_layered_by_dependency_depth(chromium, runtime: Runtime) -
     viewer.goto(f"{runtime.url}/console/#/movements/{rid}")
     expect(viewer.locator("#graph g.node")).to_have_count(50)
     assert overlapping_boxes(viewer) == []
-    box = viewer.locator("#graph svg.dag").bounding_box()
-    assert box is not None and box["width"] < 400 < box["height"], box
+    width, height = viewer.evaluate(
+        "() => { const r = document.querySelector('#graph svg.dag').getBoundingClientRect();"
+        " return [r.width, r.height]; }"
+    )
+    assert width < 400 < height, (width, height)
     screenshot(viewer, "movement-50-chain")

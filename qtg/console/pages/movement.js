@@ -114,7 +114,17 @@ export default {
         h("dt", "Expires"), h("dd", when(movement.expires_at))));
     };
 
+    let shownGraph = null;
     const paintGraph = () => {
+      // Redrawn only when something drawn changed: a click never lands on a
+      // node that is being replaced by an identical one.
+      const drawn = JSON.stringify([
+        selected,
+        movement.current_frontier,
+        movement.nodes.map((n) => [n.node_key, n.node_state, n.attempt_no]),
+      ]);
+      if (drawn === shownGraph) return;
+      shownGraph = drawn;
       const scroll = [graphBox.scrollLeft, graphBox.scrollTop];
       mount(graphBox, draw(movement, {
         selected,
