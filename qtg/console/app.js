@@ -71,7 +71,10 @@ async function whoami() {
   return true;
 }
 
+let generation = 0;
+
 async function route() {
+  const gen = ++generation;
   if (cleanup) {
     try {
       cleanup();
@@ -90,6 +93,7 @@ async function route() {
     }
   }
   const signedIn = await whoami();
+  if (gen !== generation) return; // another navigation started meanwhile
   if (found && !found.page.public && !signedIn) {
     // Remembered in memory only: after signing in, the page that was asked for.
     session.next = window.location.hash.replace(/^#\/?/, "");
@@ -99,14 +103,23 @@ async function route() {
   }
   drawNav(found.page);
   document.title = `${found.page.title} · qtg console`;
-  mount(main, h("p.muted", "Loading…"));
-  const ctx = { params: found.params, query, navigate, session, refresh: route, main };
+  // Each page draws into its own element: a page still loading when the
+  // person moves on writes into a detached element, never over the next page.
+  const view = h("div.page", h("p.muted", "Loading…"));
+  mount(main, view);
+  const ctx = { params: found.params, query, navigate, session, refresh: route, main: view };
+  let stop = null;
   try {
-    cleanup = (await found.page.render(main, ctx)) || null;
+    stop = (await found.page.render(view, ctx)) || null;
   } catch (e) {
     console.error(e);
-    mount(main, h("div.error", { role: "alert" }, `this page failed: ${e.message}`));
+    mount(view, h("div.error", { role: "alert" }, `this page failed: ${e.message}`));
   }
+  if (gen !== generation) {
+    if (stop) stop(); // it finished after the person moved on
+    return;
+  }
+  cleanup = stop;
 }
 
 window.addEventListener("hashchange", route);

@@ -39,9 +39,9 @@ export function filtersOf(ctx, names) {
 
 /**
  * Fetch one page of `endpoint` with the current filters and cursor and draw it.
- * columns: [[heading, row => cell]]; rowLink(row) → {path, query} makes rows links.
+ * columns: [[heading, row => cell]]; rowProps(row) → the row's attributes.
  */
-export async function pagedTable(ctx, { path, endpoint, filters, columns, rowProps, limit = 50 }) {
+export async function pagedTable(ctx, { path, endpoint, filters, columns, rowProps, limit = 50, reread = false }) {
   const cursor = ctx.query.get("cursor");
   const r = await api("GET", endpoint, { query: { ...filters, cursor, limit } });
   if (!r.ok) return errorBox(r);
@@ -52,7 +52,9 @@ export async function pagedTable(ctx, { path, endpoint, filters, columns, rowPro
     const at = trail.indexOf(cursor);
     trail = at >= 0 ? trail.slice(0, at + 1) : [...trail, cursor];
   }
-  trails.set(key, trail);
+  // A live re-read of a page (reread) leaves the trail alone: it may finish after
+  // the person has moved on to the next page, whose trail it must not reset.
+  if (!reread) trails.set(key, trail);
   const items = r.body.items || [];
   const table = h("table.list",
     h("thead", h("tr", columns.map(([title]) => h("th", title)))),

@@ -23,7 +23,8 @@ export default {
       field("State", select("state", [["", "any"], ...REQUEST_STATES.map((s) => [s, s])], filters.state || "")),
       field("Template", h("input", { name: "template_key", value: filters.template_key || "", placeholder: "demo.cctp_bridge" })),
     ]);
-    const load = () => pagedTable(ctx, {
+    const load = (reread = false) => pagedTable(ctx, {
+      reread,
       path: "movements",
       endpoint: "/v3/movements",
       filters,
@@ -45,14 +46,17 @@ export default {
     if (ctx.query.get("cursor")) return null; // a later page stays as it was read
     let timer = null;
     let busy = false;
+    let stopped = false;
     const reload = async () => {
       timer = null;
+      if (stopped) return;
       if (busy) {
         timer = setTimeout(reload, RELOAD_MS);
         return;
       }
       busy = true;
-      mount(body, await load());
+      const table = await load(true);
+      if (!stopped) mount(body, table);
       busy = false;
     };
     const soon = () => {
@@ -66,6 +70,7 @@ export default {
       onStatus: (st) => st === "live" && soon(),
     });
     return () => {
+      stopped = true;
       clearTimeout(timer);
       stop();
     };
