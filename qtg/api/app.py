@@ -25,6 +25,7 @@ from qtg.runtime.metrics import RuntimeMetrics
 from qtg.services.context import ServiceContext
 
 from .admission import Admission
+from .console import console_routes
 from .errors import ApiError, error_response, json_response
 from .feed import EventFeed
 from .openapi import build_openapi
@@ -58,6 +59,7 @@ def create_app(
         Route("/openapi.json", openapi, methods=["GET"]),
         WebSocketRoute("/v3/stream", stream_endpoint),
         Route(METRICS_PATH, metrics_endpoint, methods=["GET"]),
+        *console_routes(),
     ]
     app = Starlette(
         routes=routes,

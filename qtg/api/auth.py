@@ -1,8 +1,9 @@
 """Who is calling, and may they: bearer tokens and roles.
 
 `Authorization: Bearer <token>` on every route but /healthz, /readyz and
-/openapi.json; the WebSocket stream also takes `?token=` because browsers
-cannot set headers on a WebSocket. The token is looked up by its sha256
+/openapi.json; the WebSocket stream also takes `?token=` or a
+`qtg.token.<token>` subprotocol (qtg/api/stream.py) because browsers cannot
+set headers on a WebSocket. The token is looked up by its sha256
 (qtg/services/tokens.py) on every request, so a revoked token stops working
 at once. Nothing here logs a header or a token, and neither does the server
 (Hypercorn's access log is off).

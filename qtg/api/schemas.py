@@ -390,6 +390,9 @@ class Movement(MovementSummary):
     idempotency_key: str
     decided_by: str | None
     nodes: list[MovementNode]
+    edges: list[list[str]] = Field(
+        description="the plan's dependencies as [from, to] node keys (the graph to draw)"
+    )
 
 
 class MovementPage(Out):
@@ -643,6 +646,14 @@ class AuditQuery(QueryParams):
     action: SafeText | None = None
     cursor: Cursor | None = None
     limit: Limit = 50
+
+
+# ------------------------------------------------------------------ identity
+
+
+class WhoAmI(Out):
+    name: str
+    role: Literal["viewer", "operator", "admin"]
 
 
 # ------------------------------------------------------------------ health

@@ -107,7 +107,9 @@ async def serve_api(
             )
             host, port = _bound(binds[0])
             server = ApiServer(host=host, port=port, app=app)
-            log.info("API listening", extra={"url": server.url})
+            log.info(
+                "API listening", extra={"url": server.url, "console": f"{server.url}/console/"}
+            )
             task_status.started(server)
         # Hypercorn has finished its graceful shutdown: stop the feed too.
         nursery.cancel_scope.cancel()

@@ -4,6 +4,15 @@ Query: `after=<event id>` (the last id the client received; absent: live
 events only), `request_id=<uuid>`, `types=a,b` (event types), and `token=`
 for clients that cannot set an `Authorization` header. Role: viewer.
 
+A browser can set neither headers on a WebSocket nor keep a query string out
+of history and logs, so the token may also come as a subprotocol: offer
+`Sec-WebSocket-Protocol: qtg.v3, qtg.token.<token>` (in JavaScript,
+`new WebSocket(url, ["qtg.v3", "qtg.token." + token])`). The server selects
+`qtg.v3` and never echoes the token back. A `qtg.token.` offer without
+`qtg.v3` is refused (422), since the browser would fail a handshake whose
+answer names no protocol it offered. The operator console authenticates
+this way (qtg/console/api.js).
+
 Messages (JSON text):
 - `{"type": "event", "id", "request_id", "node_key", "event_type",
   "from_state", "to_state", "data", "occurred_at"}` in id order, with no gap
@@ -48,6 +57,10 @@ from .routing import check_text
 
 log = logging.getLogger("qtg.api.stream")
 
+#: The subprotocol the server selects, and the prefix of the one carrying a token.
+PROTOCOL = "qtg.v3"
+TOKEN_PROTOCOL_PREFIX = "qtg.token."
+
 SLOW_CONSUMER = 4008
 GOING_AWAY = 1001
 TRY_AGAIN_LATER = 1013
@@ -64,8 +77,12 @@ async def stream_endpoint(websocket: WebSocket) -> None:
     feed: EventFeed = app_state.feed
     try:
         params = _parse(websocket)
+        offered, protocol_token = protocol_offer(websocket.scope.get("subprotocols") or [])
         await authenticate(
-            app_state.ctx.db, websocket.headers, Role.viewer, query_token=params.token
+            app_state.ctx.db,
+            websocket.headers,
+            Role.viewer,
+            query_token=protocol_token or params.token,
         )
     except Exception as exc:
         await _refuse(websocket, exc)
@@ -78,7 +95,7 @@ async def stream_endpoint(websocket: WebSocket) -> None:
     except Exception as exc:
         await _refuse(websocket, exc)
         return
-    await websocket.accept()
+    await websocket.accept(subprotocol=PROTOCOL if offered else None)
     clients = app_state.metrics.stream_clients
     clients.inc()
     try:
@@ -90,6 +107,35 @@ async def stream_endpoint(websocket: WebSocket) -> None:
         pass  # the client went away; nothing to tell it
     finally:
         clients.dec()
+
+
+def protocol_offer(subprotocols: list[str]) -> tuple[bool, str | None]:
+    """Whether `qtg.v3` was offered, and the token a `qtg.token.<token>` offer carries.
+
+    Any other offered protocol is ignored (not selected). Two token offers are
+    refused: which one is meant would be a guess.
+    """
+    tokens = [
+        p[len(TOKEN_PROTOCOL_PREFIX) :] for p in subprotocols if p.startswith(TOKEN_PROTOCOL_PREFIX)
+    ]
+    offered = PROTOCOL in subprotocols
+    if len(tokens) > 1:
+        raise ApiError(
+            422,
+            "VALIDATION_FAILED",
+            "Sec-WebSocket-Protocol: more than one qtg.token. protocol",
+            {"field": "Sec-WebSocket-Protocol"},
+        )
+    if tokens and not offered:
+        raise ApiError(
+            422,
+            "VALIDATION_FAILED",
+            f"Sec-WebSocket-Protocol: a {TOKEN_PROTOCOL_PREFIX} protocol needs {PROTOCOL} "
+            "offered beside it (the one the server selects)",
+            {"field": "Sec-WebSocket-Protocol"},
+        )
+    token = tokens[0] if tokens else None
+    return offered, token or None
 
 
 def _parse(websocket: WebSocket) -> s.StreamQuery:

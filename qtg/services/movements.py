@@ -45,6 +45,7 @@ SQL = sql_family(
     "get_request",
     "lock_request",
     "list_nodes",
+    "list_edges",
     "list_requests",
     "approve_request",
     "decide_request",
@@ -119,6 +120,8 @@ async def _movement(tx: Tx, request_id: uuid.UUID) -> dict[str, Any]:
     if row is None:
         raise NotFound(f"movement {request_id} not found", detail={"request_id": str(request_id)})
     row["nodes"] = await tx.fetch(SQL.list_nodes, {"request_id": request_id})
+    edges = await tx.fetch(SQL.list_edges, {"request_id": request_id})
+    row["edges"] = [[e["from_key"], e["to_key"]] for e in edges]
     return row
 
 

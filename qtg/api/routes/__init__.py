@@ -9,6 +9,7 @@ from . import (
     capital_transfers,
     drift,
     health,
+    identity,
     movements,
     notifications,
     operations,
@@ -21,6 +22,7 @@ from . import (
 def all_endpoints() -> list[Endpoint]:
     return [
         *health.ENDPOINTS,
+        *identity.ENDPOINTS,
         *templates.ENDPOINTS,
         *proposals.ENDPOINTS,
         *movements.ENDPOINTS,

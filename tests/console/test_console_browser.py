@@ -1,0 +1,274 @@
+"""The operator console in a real browser against a real `bin/qtg-runtime` (issue 16 part 3).
+
+Operator alice signs in, creates a movement through the API and opens its
+page; her approval is refused (four-eyes, the API's error shown as it is);
+operator bob approves it in his own browser; alice's page — never reloaded —
+turns every node the completed colour as the runtime drives the movement and
+the stream announces it. Screenshots of the main pages go to screenshots/.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from .conftest import EXPECT_MS, PEOPLE, Runtime, screenshot
+
+pytestmark = pytest.mark.slow
+
+#: console.css --c-completed (#2e9d57) as the computed SVG fill.
+COMPLETED_FILL = "rgb(46, 157, 87)"
+BLOCKED_FILL = "rgb(227, 230, 235)"
+DEMO = "demo.cctp_bridge"  # 5 nodes: burn → attestation → mint → mint_status → finality
+
+
+def sign_in(chromium, runtime: Runtime, who: str, *, scale: float = 1) -> Page:
+    context = chromium.new_context(
+        viewport={"width": 1400, "height": 900}, device_scale_factor=scale
+    )
+    page = context.new_page()
+    page.set_default_timeout(EXPECT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # A Content-Security-Policy violation is reported on the console: the page
+    # must not depend on anything the policy blocks.
+    page.on(
+        "console",
+        lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    page.errors = errors  # type: ignore[attr-defined]
+    page.goto(f"{runtime.url}/console/")
+    expect(page.locator("#token")).to_be_visible()
+    page.fill("#token", runtime.tokens[who])
+    page.click("#signin")
+    role = dict(PEOPLE)[who]
+    expect(page.locator(".principal")).to_have_text(f"{who} ({role})")
+    expect(page.locator("table.list")).to_be_visible()
+    return page
+
+
+def create_movement(runtime: Runtime, who: str = "alice", template: str = DEMO) -> str:
+    with runtime.client(who) as client:
+        r = client.post(
+            "/v3/movements",
+            headers={"Idempotency-Key": f"console-{uuid.uuid4()}"},
+            json={
+                "template_key": template,
+                "intent": {"asset": "USDC", "amount": "10.00", "destination": "0xabc"},
+            },
+        )
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime) -> None:
+    # Drawn at 3/4 scale: its screenshot is the README's (docs/console-movement.png).
+    alice = sign_in(chromium, runtime, "alice", scale=0.75)
+    urls: list[str] = []
+    alice.on("request", lambda r: urls.append(r.url))
+    alice.on("websocket", lambda ws: urls.append(ws.url))
+
+    rid = create_movement(runtime, "alice")
+    alice.goto(f"{runtime.url}/console/#/movements/{rid}")
+    nodes = alice.locator("#graph g.node")
+    expect(nodes).to_have_count(5)
+    expect(alice.locator("#stream-status")).to_have_attribute("data-status", "live")
+    expect(alice.locator('#graph g.node[data-state="BLOCKED"]')).to_have_count(5)
+    expect(alice.locator('#graph g.node[data-key="burn"] rect.box')).to_have_css(
+        "fill", BLOCKED_FILL
+    )
+    # A marker that only survives if the page is never reloaded: the colours
+    # below must come from the stream, not from a fresh load.
+    alice.evaluate("window.__notReloaded = true")
+
+    # The creator may not approve her own movement: the API's 403 body, shown as it is.
+    alice.click("#act-approve")
+    refusal = alice.locator("#action-result .error")
+    expect(refusal).to_have_attribute("data-code", "FOUR_EYES")
+    expect(refusal).to_contain_text("403 FOUR_EYES")
+    expect(alice.locator("h1")).to_have_attribute("data-state", "PENDING_APPROVAL")
+
+    # A second operator may.
+    bob = sign_in(chromium, runtime, "bob")
+    bob.goto(f"{runtime.url}/console/#/movements/{rid}")
+    expect(bob.locator("#act-approve")).to_be_visible()
+    bob.click("#act-approve")
+    expect(bob.locator("#action-ok")).to_be_visible()
+
+    # Alice's page follows the runtime through the stream.
+    expect(alice.locator('#graph g.node[data-state="COMPLETED"]')).to_have_count(
+        5, timeout=EXPECT_MS
+    )
+    for key in ("burn", "attestation", "mint", "mint_status", "finality"):
+        expect(alice.locator(f'#graph g.node[data-key="{key}"] rect.box')).to_have_css(
+            "fill", COMPLETED_FILL
+        )
+    expect(alice.locator("h1")).to_have_attribute("data-state", "COMPLETED")
+    # The event log got the news as it happened, newest first.
+    expect(alice.locator("#events li").first).to_contain_text("request_state_changed")
+    expect(alice.locator("#events li").first).to_contain_text("COMPLETED")
+    assert alice.evaluate("window.__notReloaded") is True
+    expect(alice.locator("#act-approve")).to_have_count(0)
+
+    # Node detail: attempts, provider refs, timings.
+    alice.click('#graph g.node[data-key="burn"]')
+    detail = alice.locator("#node-detail")
+    expect(detail).to_contain_text("Provider refs")
+    expect(detail.locator("#node-attempts")).to_have_text("1")
+    screenshot(alice, "movement")
+    screenshot(alice, "movement-readme", full_page=False)
+
+    # The token is in this tab's sessionStorage only, and never travelled in a URL
+    # (HTTP requests or the WebSocket).
+    stored = alice.evaluate("[sessionStorage.getItem('qtg.console.token'), localStorage.length]")
+    assert stored == [runtime.tokens["alice"], 0]
+    assert urls and not [u for u in urls if runtime.tokens["alice"] in u], urls
+    assert any("/v3/stream" in u for u in urls), urls
+    assert alice.errors == [] and bob.errors == []  # type: ignore[attr-defined]
+
+
+def test_main_pages_render_and_are_captured(chromium, runtime: Runtime) -> None:
+    rid = create_movement(runtime, "alice")
+    with runtime.client("bob") as bob:
+        assert bob.post(f"/v3/movements/{rid}/approve").status_code == 200
+    create_movement(runtime, "alice", "demo.cex_to_chain")
+    page = sign_in(chromium, runtime, "admin")
+
+    expect(page.locator("table.list tbody tr")).to_have_count(2)
+    # The first page follows the stream: a new movement appears without a reload.
+    page.evaluate("window.__notReloaded = true")
+    newest = create_movement(runtime, "alice")
+    expect(page.locator("table.list tbody tr")).to_have_count(3)
+    expect(page.locator("table.list tbody tr").first).to_have_attribute("data-id", newest)
+    assert page.evaluate("window.__notReloaded") is True
+    screenshot(page, "movements")
+
+    page.goto(f"{runtime.url}/console/#/workers")
+    expect(page.locator('#workers tr[data-worker="node_dispatcher"]')).to_be_visible()
+    expect(page.locator('#workers tr[data-worker="node_dispatcher"]')).to_have_attribute(
+        "data-stale", "false"
+    )
+    screenshot(page, "workers")
+
+    page.goto(f"{runtime.url}/console/#/audit")
+    expect(page.locator("table.list tbody tr").first).to_contain_text("movement.created")
+    expect(page.locator(f'table.list a[href="#/movements/{rid}"]')).to_have_count(2)
+    screenshot(page, "audit")
+
+    page.goto(f"{runtime.url}/console/#/templates?key={DEMO}")
+    expect(page.locator(".card svg.dag g.node")).to_have_count(5)
+    expect(page.locator('.card svg.dag g.node[data-key="burn"]')).to_contain_text("cctp_burn")
+    screenshot(page, "templates")
+    # A movement started from the template's form waits for a second person.
+    page.click("form.create button[type=submit]")
+    expect(page.locator("#graph g.node")).to_have_count(5)
+    expect(page.locator("h1")).to_have_attribute("data-state", "PENDING_APPROVAL")
+    expect(page.locator("dl.facts")).to_contain_text("admin")
+
+    for path, heading in (
+        ("proposals", "Template proposals"),
+        ("providers", "Executors and signers"),
+        ("transfers", "Capital transfers"),
+        ("balances", "Balances"),
+        ("drift", "Drift findings"),
+        ("notifications", "Notifications"),
+    ):
+        page.goto(f"{runtime.url}/console/#/{path}")
+        expect(page.locator("main h1")).to_have_text(heading)
+        expect(page.locator("main .error")).to_have_count(0)
+        if path == "providers":
+            expect(page.locator("#executors tbody tr").first).to_contain_text("sandbox")
+            screenshot(page, "providers")
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_a_viewer_sees_no_actions_and_a_bad_token_is_refused(chromium, runtime: Runtime) -> None:
+    rid = create_movement(runtime, "alice")
+    context = chromium.new_context()
+    page = context.new_page()
+    page.set_default_timeout(EXPECT_MS)
+    page.goto(f"{runtime.url}/console/#/movements/{rid}")
+    expect(page.locator("#token")).to_be_visible()  # not signed in: the sign-in page
+    page.fill("#token", "qtg_not-a-token")
+    page.click("#signin")
+    expect(page.locator("main .error")).to_contain_text("401 UNAUTHENTICATED")
+    assert page.evaluate("sessionStorage.length") == 0
+    # Signed in, the page asked for first is the one shown.
+    page.fill("#token", runtime.tokens["vic"])
+    page.click("#signin")
+    expect(page.locator("#graph g.node")).to_have_count(5)
+    assert rid in page.url and runtime.tokens["vic"] not in page.url
+
+    viewer = sign_in(chromium, runtime, "vic")
+    viewer.goto(f"{runtime.url}/console/#/movements/{rid}")
+    expect(viewer.locator("#graph g.node")).to_have_count(5)
+    expect(viewer.locator("#actions")).to_contain_text("Viewer: no actions.")
+    expect(viewer.locator("#act-approve")).to_have_count(0)
+    # Signing out forgets the token.
+    viewer.click("#signout")
+    expect(viewer.locator("#token")).to_be_visible()
+    assert viewer.evaluate("sessionStorage.length") == 0
+
+
+def test_reject_asks_first_and_sends_the_reason(chromium, runtime: Runtime) -> None:
+    rid = create_movement(runtime, "alice")
+    bob = sign_in(chromium, runtime, "bob")
+    bob.goto(f"{runtime.url}/console/#/movements/{rid}")
+    bob.fill("#reason", "wrong destination")
+    bob.once("dialog", lambda dialog: dialog.dismiss())
+    bob.click("#act-reject")
+    expect(bob.locator("#act-approve")).to_be_visible()  # dismissed: nothing was sent
+    expect(bob.locator("h1")).to_have_attribute("data-state", "PENDING_APPROVAL")
+    bob.once("dialog", lambda dialog: dialog.accept())
+    bob.click("#act-reject")
+    expect(bob.locator("#action-ok")).to_be_visible()
+    expect(bob.locator("h1")).to_have_attribute("data-state", "REJECTED")
+    with runtime.client("vic") as vic:
+        audit = vic.get("/v3/audit-events", params={"object_id": rid}).json()["items"]
+    rejected = [e for e in audit if e["action"] == "movement.rejected"]
+    assert rejected and rejected[0]["actor"] == "bob", audit
+    assert rejected[0]["detail"].get("reason") == "wrong destination", rejected
+
+
+def test_a_failed_node_is_retried_by_a_second_operator(chromium, runtime: Runtime) -> None:
+    graph = {
+        "nodes": [
+            {
+                "key": "send",
+                "kind": "action",
+                "action_type": "cctp_burn",
+                "config": {"sandbox": {"fail": "submit_rejected"}},
+            },
+            {"key": "after", "kind": "observe", "action_type": "cctp_attestation"},
+        ],
+        "edges": [["send", "after"]],
+    }
+    with runtime.client("admin") as admin:
+        r = admin.post(
+            "/v3/templates", json={"template_key": "t.fails", "name": "fails", "graph": graph}
+        )
+        assert r.status_code == 201, r.text
+    rid = create_movement(runtime, "alice", "t.fails")
+    with runtime.client("bob") as bob_api:
+        assert bob_api.post(f"/v3/movements/{rid}/approve").status_code == 200
+
+    alice = sign_in(chromium, runtime, "alice")
+    alice.goto(f"{runtime.url}/console/#/movements/{rid}?node=send")
+    send = alice.locator('#graph g.node[data-key="send"]')
+    expect(send).to_have_attribute("data-state", "FAILED")
+    expect(alice.locator("#node-detail")).to_contain_text("SANDBOX_SUBMIT_REJECTED")
+    expect(alice.locator("#node-attempts")).to_have_text("1")
+    alice.click("#act-retry")  # her own movement: four-eyes
+    expect(alice.locator("#action-result .error")).to_have_attribute("data-code", "FOUR_EYES")
+
+    bob = sign_in(chromium, runtime, "bob")
+    bob.goto(f"{runtime.url}/console/#/movements/{rid}?node=send")
+    bob.click("#act-retry")
+    expect(bob.locator("#action-ok")).to_be_visible()
+    # The new attempt fails the same way; alice's page shows it without a reload.
+    expect(alice.locator("#node-attempts")).to_have_text("2")
+    expect(send).to_have_attribute("data-state", "FAILED")
+    expect(send.locator("text.attempts")).to_have_text("\u00d72")  # the attempts badge
+    screenshot(alice, "movement-failed-node")
