@@ -161,9 +161,11 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
                 "limit": ctx.settings.node_dispatch_batch_size,
             },
         )
+        snaps = await progress.load_snapshots(
+            tx, [row["request_id"] for row in rows], plan_edges=True
+        )
         for row in rows:
-            snap = await progress.load_snapshot(tx, row["request_id"], plan_edges=True)
-            submission = await _prepare(ctx, tx, row["id"], snap)
+            submission = await _prepare(ctx, tx, row["id"], snaps[row["request_id"]])
             if submission is not None:
                 submissions.append(submission)
     # the write-ahead commit of the whole batch happened when the block above closed

@@ -1,6 +1,6 @@
 -- Reference §2, phase 2: per-node claim of node and request, still filtered on
 -- the due predicate so a node another worker already advanced is not re-claimed.
-SELECT movement_request_nodes.id, movement_request_nodes.request_id
+SELECT movement_request_nodes.id, movement_request_nodes.request_id, now() AS db_now
 FROM movement_request_nodes
 JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id
 WHERE movement_request_nodes.id = %(node_id)s

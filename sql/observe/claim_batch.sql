@@ -1,0 +1,19 @@
+-- Issue 15, the batch claim of observations: up to %(limit)s due SUBMITTED /
+-- OBSERVING nodes, oldest request first, locked with their requests in ONE
+-- statement. SKIP LOCKED drops a node whose row or request someone else holds
+-- (PostgreSQL re-checks the WHERE clause on every row it locks, so a node
+-- another observer advanced since the scan is dropped too). Several nodes of
+-- one request may come together: this transaction then holds that request
+-- once, and their outcomes are applied to one snapshot in claim order.
+-- db_now is the transaction's clock, for the observation timeout.
+SELECT movement_request_nodes.id, movement_request_nodes.request_id, now() AS db_now
+FROM movement_request_nodes
+JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id
+WHERE movement_request_nodes.node_state IN ('SUBMITTED', 'OBSERVING')
+  AND movement_requests.request_state = 'EXECUTING'
+  AND movement_requests.network_class = %(network_class)s
+  AND (movement_request_nodes.next_observe_at IS NULL
+       OR movement_request_nodes.next_observe_at <= now())
+ORDER BY movement_requests.created_at, movement_request_nodes.id
+LIMIT %(limit)s
+FOR NO KEY UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED
