@@ -41,9 +41,7 @@ from qtg.services.context import ServiceContext
 
 log = logging.getLogger("qtg.services.observe")
 
-SQL = sql_family(
-    "observe", "list_due", "claim_node", "claim_batch", "record_pending", "next_due"
-)
+SQL = sql_family("observe", "list_due", "claim_node", "claim_batch", "record_pending", "next_due")
 
 N, R = NodeState, RequestState
 #: Observations of one pass that run at the same time (each holds a pooled connection).
@@ -77,8 +75,16 @@ async def observe_batch(ctx: ServiceContext) -> int:
                 "network_class": ctx.settings.network_class,
             },
         )
-        await _observe_claimed(ctx, tx, rows)
+        released = await _observe_claimed(ctx, tx, rows)
+    _wake_dispatcher(ctx, released)
     return len(rows)
+
+
+def _wake_dispatcher(ctx: ServiceContext, released: bool) -> None:
+    """After the commit that made successors READY, wake this process's
+    dispatcher at once (the NOTIFY still tells the other processes)."""
+    if released and ctx.wake is not None:
+        ctx.wake("qtg_dispatch")
 
 
 async def next_observe_due(ctx: ServiceContext) -> datetime | None:
@@ -93,8 +99,9 @@ async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
         )
         if row is None:
             return 0
-        await _observe_claimed(ctx, tx, [row])
-        return 1
+        released = await _observe_claimed(ctx, tx, [row])
+    _wake_dispatcher(ctx, released)
+    return 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +122,17 @@ class Observed:
 TIMED_OUT = "TIMED_OUT"
 
 
-async def _observe_claimed(ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any]]) -> None:
+async def _observe_claimed(ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any]]) -> bool:
     """Observe the claimed rows (locked by `tx`) side by side, then write every
     outcome in `tx`, in claim order. Nodes of one request share its snapshot,
-    so each outcome's rules see the ones written before it."""
+    so each outcome's rules see the ones written before it. True when an
+    outcome released a successor (READY once `tx` commits)."""
     if not rows:
-        return
+        return False
     snaps = await progress.load_snapshots(tx, [row["request_id"] for row in rows])
+    ready_before = {
+        n["id"] for snap in snaps.values() for n in snap.nodes if n["node_state"] == N.READY
+    }
     claimed = [
         (snaps[row["request_id"]], snaps[row["request_id"]].node_by_id(row["id"]), row["db_now"])
         for row in rows
@@ -140,6 +151,11 @@ async def _observe_claimed(ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any
     for (snap, node, _), observed in zip(claimed, found, strict=True):
         assert observed is not None
         await _record(tx, snap, node, observed)
+    return any(
+        n["node_state"] == N.READY and n["id"] not in ready_before
+        for snap in snaps.values()
+        for n in snap.nodes
+    )
 
 
 async def _look(

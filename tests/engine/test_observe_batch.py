@@ -90,3 +90,22 @@ async def test_racing_observer_passes_observe_and_complete_each_node_once(
     subs = await svc.db.fetch(Q["submissions"])
     assert sum(s["duplicate_submits"] for s in subs) == 0
     assert await svc.db.fetchval(SPLIT_RELEASES) == 0
+
+
+async def test_a_completion_that_releases_a_successor_wakes_this_processs_dispatcher(
+    svc: ServiceContext,
+) -> None:
+    await template(
+        svc, "chain", [node("a", "cex_withdrawal"), node("b", "cex_withdrawal")], [["a", "b"]]
+    )
+    await movement(svc, "chain")
+    woken: list[str] = []
+    ctx = ServiceContext(svc.db, svc.settings, svc.providers, wake=woken.append)
+    assert await dispatch_ready_nodes(ctx) == 1
+    woken.clear()
+    assert await observe_active_nodes(ctx) == 1  # a completes, b is released
+    assert woken == ["qtg_dispatch"]
+    assert await dispatch_ready_nodes(ctx) == 1
+    woken.clear()
+    assert await observe_active_nodes(ctx) == 1  # b completes: nothing to release
+    assert woken == []
