@@ -25,3 +25,9 @@ class ServiceContext:
     wake: Callable[[str], None] | None = None
     #: The runtime's instruments (node pickup and time-in-state histograms).
     metrics: RuntimeMetrics | None = None
+
+    def node_left_state(self, state: str, seconds: float) -> None:
+        """Record that a node this pass moved on spent `seconds` in `state`
+        (after the commit that moved it; a no-op without metrics)."""
+        if self.metrics is not None:
+            self.metrics.node_left_state(state, seconds)

@@ -43,6 +43,7 @@ from typing import Any
 
 import msgspec
 import psycopg
+import trio
 
 from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.context import ExecutionContext
@@ -127,6 +128,8 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
                 continue  # nothing claimed: this transaction did nothing
             submission = await _prepare(ctx, tx, *claimed)
         # the write-ahead commit happened when the transaction above closed
+        if walk.last is not None:
+            ctx.node_left_state(N.READY, walk.last["in_state_seconds"])
         if submission is not None:
             await _submit(ctx, submission)
         return 1
@@ -171,6 +174,8 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
             if submission is not None:
                 submissions.append(submission)
     # the write-ahead commit of the whole batch happened when the block above closed
+    for row in rows:
+        ctx.node_left_state(N.READY, row["in_state_seconds"])
     await submit_all(ctx, submissions)
     return len(rows)
 
@@ -218,11 +223,11 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
     if not submissions:
         return
     submitted: list[Submission] = []
-    bad_requests: list[Any] = []
+    bad: list[Submission] = []  # FAILED/UNKNOWN outcomes
     failure: Exception | None = None
     async with ctx.db.transaction() as tx:
         held = {
-            row["id"]
+            row["id"]: row["in_state_seconds"]
             for row in await tx.fetch(
                 SQL.lock_submitting,
                 {
@@ -231,6 +236,7 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
                 },
             )
         }
+        locked_at = trio.current_time()
         for sub in submissions:
             if sub.node_id not in held:
                 log.warning(
@@ -243,7 +249,7 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
                 if await _submit_held(tx, sub):
                     submitted.append(sub)
                 else:
-                    bad_requests.append(sub.request_id)
+                    bad.append(sub)
             return len(lane)
 
         groups = lanes([s for s in submissions if s.node_id in held])
@@ -254,8 +260,11 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
 
     if submitted and ctx.wake is not None:
         ctx.wake("qtg_observe")  # SUBMITTED is due now: this process's observer, at once
+    committed_after = trio.current_time() - locked_at
+    for sub in (*submitted, *bad):
+        ctx.node_left_state(N.SUBMITTING, float(held[sub.node_id]) + committed_after)
     # Then each request with a failed node follows, under its lock; we hold nothing now.
-    for request_id in dict.fromkeys(bad_requests):
+    for request_id in dict.fromkeys(sub.request_id for sub in bad):
         async with ctx.db.transaction() as tx:
             await tx.fetchrow(SQL.lock_request, {"request_id": request_id})
             snap = await progress.load_snapshot(tx, request_id)
@@ -282,6 +291,8 @@ class ClaimWalk:
     missed_requests: list[Any] = field(default_factory=list)
     tries: int = 0
     exhausted: bool = False
+    #: The last row claimed (for the pickup histogram, once its commit happened).
+    last: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -315,6 +326,7 @@ class ClaimWalk:
                     {"candidate_id": candidate["id"], "network_class": self.network_class},
                 )
                 if row is not None:
+                    self.last = row
                     return row
                 self.missed_requests.append(candidate["request_id"])
         return None

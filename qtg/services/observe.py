@@ -22,7 +22,7 @@ transaction's claimed rows), `_look` (the provider call, no writes) and
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -75,16 +75,32 @@ async def observe_batch(ctx: ServiceContext) -> int:
                 "network_class": ctx.settings.network_class,
             },
         )
-        released = await _observe_claimed(ctx, tx, rows)
-    _wake_dispatcher(ctx, released)
+        done = await _observe_claimed(ctx, tx, rows)
+    _committed(ctx, done)
     return len(rows)
 
 
-def _wake_dispatcher(ctx: ServiceContext, released: bool) -> None:
-    """After the commit that made successors READY, wake this process's
-    dispatcher at once (the NOTIFY still tells the other processes)."""
-    if released and ctx.wake is not None:
+@dataclass(slots=True)
+class Done:
+    """What a committed observation transaction did, for what follows its commit."""
+
+    #: An outcome released a successor: READY work for a dispatcher.
+    released: bool = False
+    #: (state, seconds in it at the claim) of every node an outcome moved on.
+    left: list[tuple[str, float]] = field(default_factory=list)
+    #: trio.current_time() at the claim.
+    claimed_at: float = 0.0
+
+
+def _committed(ctx: ServiceContext, done: Done) -> None:
+    """After the commit: wake this process's dispatcher at once when successors
+    became READY (the NOTIFY still tells the other processes), and record how
+    long each node moved on was in its state."""
+    if done.released and ctx.wake is not None:
         ctx.wake("qtg_dispatch")
+    since_claim = trio.current_time() - done.claimed_at
+    for state, seconds in done.left:
+        ctx.node_left_state(state, seconds + since_claim)
 
 
 async def next_observe_due(ctx: ServiceContext) -> datetime | None:
@@ -99,8 +115,8 @@ async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
         )
         if row is None:
             return 0
-        released = await _observe_claimed(ctx, tx, [row])
-    _wake_dispatcher(ctx, released)
+        done = await _observe_claimed(ctx, tx, [row])
+    _committed(ctx, done)
     return 1
 
 
@@ -122,13 +138,13 @@ class Observed:
 TIMED_OUT = "TIMED_OUT"
 
 
-async def _observe_claimed(ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any]]) -> bool:
+async def _observe_claimed(ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any]]) -> Done:
     """Observe the claimed rows (locked by `tx`) side by side, then write every
     outcome in `tx`, in claim order. Nodes of one request share its snapshot,
-    so each outcome's rules see the ones written before it. True when an
-    outcome released a successor (READY once `tx` commits)."""
+    so each outcome's rules see the ones written before it."""
+    done = Done(claimed_at=trio.current_time())
     if not rows:
-        return False
+        return done
     snaps = await progress.load_snapshots(tx, [row["request_id"] for row in rows])
     ready_before = {
         n["id"] for snap in snaps.values() for n in snap.nodes if n["node_state"] == N.READY
@@ -148,14 +164,17 @@ async def _observe_claimed(ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any
         async with trio.open_nursery() as nursery:
             for i in range(len(claimed)):
                 nursery.start_soon(look, i)
-    for (snap, node, _), observed in zip(claimed, found, strict=True):
+    for row, (snap, node, _), observed in zip(rows, claimed, found, strict=True):
         assert observed is not None
         await _record(tx, snap, node, observed)
-    return any(
+        if node["node_state"] != row["node_state"]:
+            done.left.append((row["node_state"], float(row["in_state_seconds"])))
+    done.released = any(
         n["node_state"] == N.READY and n["id"] not in ready_before
         for snap in snaps.values()
         for n in snap.nodes
     )
+    return done
 
 
 async def _look(
@@ -226,6 +245,7 @@ async def _record(
                 "artifacts": Jsonb(observed.artifacts or {}),
             },
         )
+        node["node_state"] = N.OBSERVING  # mirrored, as progress does for its changes
     elif observed.status == ObserveStatus.COMPLETED:
         await progress.complete_node(tx, snap, node, observed.refs, observed.artifacts)
     elif observed.status == ObserveStatus.FAILED:

@@ -5,6 +5,8 @@
 -- WHERE clause on each row it locks, so a node that moved since the candidate
 -- scan is dropped too. A node locked before its request was found held stays
 -- locked (still READY) until this transaction ends: the next pass takes it.
+-- ready_at: when the node became READY (migrations/0017); in_state_seconds:
+-- how long ago that was on the database's clock, for the pickup histogram.
 WITH candidates AS MATERIALIZED (
     SELECT DISTINCT ON (n.request_id) n.id, r.created_at
     FROM movement_request_nodes n
@@ -16,7 +18,12 @@ WITH candidates AS MATERIALIZED (
     ORDER BY n.request_id, n.id
 )
 SELECT movement_request_nodes.id, movement_request_nodes.request_id,
-       movement_requests.request_state
+       movement_requests.request_state,
+       coalesce(movement_request_nodes.state_entered_at,
+                movement_request_nodes.updated_at) AS ready_at,
+       extract(epoch FROM clock_timestamp() - coalesce(movement_request_nodes.state_entered_at,
+                                                       movement_request_nodes.updated_at))
+           AS in_state_seconds
 FROM candidates
 JOIN movement_request_nodes ON movement_request_nodes.id = candidates.id
 JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id

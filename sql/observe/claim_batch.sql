@@ -6,7 +6,11 @@
 -- one request may come together: this transaction then holds that request
 -- once, and their outcomes are applied to one snapshot in claim order.
 -- db_now is the transaction's clock, for the observation timeout.
-SELECT movement_request_nodes.id, movement_request_nodes.request_id, now() AS db_now
+SELECT movement_request_nodes.id, movement_request_nodes.request_id, now() AS db_now,
+       movement_request_nodes.node_state,
+       extract(epoch FROM clock_timestamp() - coalesce(movement_request_nodes.state_entered_at,
+                                                       movement_request_nodes.updated_at))
+           AS in_state_seconds
 FROM movement_request_nodes
 JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id
 WHERE movement_request_nodes.node_state IN ('SUBMITTED', 'OBSERVING')
