@@ -166,9 +166,7 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
                 "limit": ctx.settings.node_dispatch_batch_size,
             },
         )
-        snaps = await progress.load_snapshots(
-            tx, [row["request_id"] for row in rows], plan_edges=True
-        )
+        snaps = await progress.snapshots_from_claim(tx, rows)
         for row in rows:
             submission = await _prepare(ctx, tx, row["id"], snaps[row["request_id"]])
             if submission is not None:

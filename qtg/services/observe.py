@@ -75,7 +75,8 @@ async def observe_batch(ctx: ServiceContext) -> int:
                 "network_class": ctx.settings.network_class,
             },
         )
-        done = await _observe_claimed(ctx, tx, rows)
+        snaps = await progress.snapshots_from_claim(tx, rows)
+        done = await _observe_claimed(ctx, tx, rows, snaps)
     _committed(ctx, done)
     return len(rows)
 
@@ -115,7 +116,8 @@ async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
         )
         if row is None:
             return 0
-        done = await _observe_claimed(ctx, tx, [row])
+        snaps = await progress.load_snapshots(tx, [row["request_id"]])
+        done = await _observe_claimed(ctx, tx, [row], snaps)
     _committed(ctx, done)
     return 1
 
@@ -138,14 +140,19 @@ class Observed:
 TIMED_OUT = "TIMED_OUT"
 
 
-async def _observe_claimed(ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any]]) -> Done:
-    """Observe the claimed rows (locked by `tx`) side by side, then write every
-    outcome in `tx`, in claim order. Nodes of one request share its snapshot,
-    so each outcome's rules see the ones written before it."""
+async def _observe_claimed(
+    ctx: ServiceContext,
+    tx: Tx,
+    rows: list[dict[str, Any]],
+    snaps: dict[Any, progress.Snapshot],
+) -> Done:
+    """Observe the claimed rows (locked by `tx`; `snaps` their requests) side by
+    side, then write every outcome in `tx`, in claim order. Nodes of one
+    request share its snapshot, so each outcome's rules see the ones written
+    before it."""
     done = Done(claimed_at=trio.current_time())
     if not rows:
         return done
-    snaps = await progress.load_snapshots(tx, [row["request_id"] for row in rows])
     ready_before = {
         n["id"] for snap in snaps.values() for n in snap.nodes if n["node_state"] == N.READY
     }

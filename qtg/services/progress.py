@@ -76,12 +76,42 @@ async def load_snapshots(
     if missing:
         raise LookupError(f"movement request {missing[0]} not found")
     out = {i: Snapshot(requests[i], [], []) for i in ids}
-    for row in await tx.fetch(SQL.load_nodes, params):
-        out[row["request_id"]].nodes.append(row)
+    await _load_nodes(tx, out)
     if plan_edges:
         for row in await tx.fetch(SQL.load_plan_edges, params):
             out[row["request_id"]].plan_edges.append(row)
     return out
+
+
+#: The request columns a batch claim returns beside each node row, named as
+#: sql/progress/load_request.sql names them (but `request_id` and
+#: `request_created_at`): the claim has joined and locked the request anyway,
+#: so reading it again would only cost a round trip.
+CLAIMED_REQUEST_COLUMNS = (
+    "request_state", "compiled_plan_hash", "intent", "input_params", "current_frontier",
+    "template_version_id", "template_key", "template_version", "risk_controls",
+)  # fmt: skip
+
+
+async def snapshots_from_claim(tx: Tx, rows: Sequence[Mapping[str, Any]]) -> dict[Any, Snapshot]:
+    """`load_snapshots` for the rows of a batch claim that returned its requests'
+    columns (and, when it returned `plan_edges`, the plan's edges as stored
+    now): only the nodes are read, in one statement."""
+    out: dict[Any, Snapshot] = {}
+    for row in rows:
+        if row["request_id"] in out:
+            continue
+        request = {k: row[k] for k in CLAIMED_REQUEST_COLUMNS}
+        request["id"], request["created_at"] = row["request_id"], row["request_created_at"]
+        out[row["request_id"]] = Snapshot(request, [], list(row.get("plan_edges") or []))
+    await _load_nodes(tx, out)
+    return out
+
+
+async def _load_nodes(tx: Tx, snaps: dict[Any, Snapshot]) -> None:
+    if snaps:
+        for row in await tx.fetch(SQL.load_nodes, {"request_ids": list(snaps)}):
+            snaps[row["request_id"]].nodes.append(row)
 
 
 async def claim_and_read(
