@@ -6,7 +6,10 @@ request locked, SKIP LOCKED — in one statement, their requests read in two,
 the provider observations run side by side, and every outcome (and the
 successors it makes READY, the frontier, the request state) is written and
 committed together. Other observers skip the held rows, so they never wait
-for this batch; what a slow observation delays is only its own batch's commit.
+for this batch; what a slow observation delays is its own batch's commit, and
+with it the API operations on the batch's requests (they wait for the request
+lock) — bounded by the slowest provider call of the batch, where the per-node
+path bounds each by its own call.
 
 With it off, the reference's two phases, so that one slow provider observation
 never holds a lock that blocks the rest of the batch: an unlocked snapshot of
