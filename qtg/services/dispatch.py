@@ -76,6 +76,7 @@ SQL = sql_family(
     "lock_submitting",
     "lock_request",
     "record_submitted",
+    "notify_recover",
 )
 
 N, R = NodeState, RequestState
@@ -222,6 +223,7 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
         return
     submitted: list[Submission] = []
     bad: list[Submission] = []  # FAILED/UNKNOWN outcomes
+    unknown: set[Any] = set()  # requests with an UNKNOWN outcome
     failure: Exception | None = None
     async with ctx.db.transaction() as tx:
         held = {
@@ -244,10 +246,13 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
 
         async def run_lane(lane: list[Submission]) -> int:
             for sub in lane:
-                if await _submit_held(tx, sub):
+                outcome = await _submit_held(tx, sub)
+                if outcome == N.SUBMITTED:
                     submitted.append(sub)
                 else:
                     bad.append(sub)
+                    if outcome == N.UNKNOWN:
+                        unknown.add(sub.request_id)
             return len(lane)
 
         groups = lanes([s for s in submissions if s.node_id in held])
@@ -268,6 +273,12 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
             snap = await progress.load_snapshot(tx, request_id)
             await progress.refresh_frontier(tx, snap)
             await progress.settle_request_state(tx, snap)
+            if request_id in unknown:
+                # The UNKNOWN commit's qtg_recover came while this transaction was
+                # about to hold the request: a recovery pass then skipped the node
+                # (and found no due time) and would sleep its whole interval. Say
+                # it again once the request is free, i.e. at this commit.
+                tx.defer(SQL.notify_recover)
     if failure is not None:
         raise failure
 
@@ -442,9 +453,9 @@ async def _submit(ctx: ServiceContext, sub: Submission) -> None:
     await submit_all(ctx, [sub])
 
 
-async def _submit_held(tx: Tx, sub: Submission) -> bool:
-    """Call submit on a node `tx` holds SUBMITTING and queue its outcome in `tx`;
-    False when the outcome is FAILED/UNKNOWN (its request must move on).
+async def _submit_held(tx: Tx, sub: Submission) -> NodeState:
+    """Call submit on a node `tx` holds SUBMITTING and queue its outcome in `tx`:
+    SUBMITTED, or FAILED/UNKNOWN (then its request must move on).
 
     A dead database connection (psycopg.OperationalError) is not the
     provider's answer: nothing is written — writing anything would guess —
@@ -476,8 +487,8 @@ async def _submit_held(tx: Tx, sub: Submission) -> bool:
                 "artifacts": Jsonb(result.artifacts),
             },
         )
-        return True
+        return N.SUBMITTED
     # The outcome on the one row we hold: committed without waiting behind
     # whoever holds the request (an observer's provider call).
     progress.record_node_error(tx, sub.node_id, *outcome)
-    return False
+    return outcome[0]

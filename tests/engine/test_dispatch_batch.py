@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import trio
 
-from qtg.db import Database, Query
+from qtg.db import Database, ListenHub, Query
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import Submission, dispatch_ready_nodes, lanes
 from qtg.services.movements import get_movement
@@ -118,3 +118,30 @@ async def test_a_batch_commits_its_outcomes_together_and_a_rejection_fails_only_
         assert (await get_movement(svc.db, m["id"]))["request_state"] == "EXECUTING"
     subs = await svc.db.fetch(Q["submissions"])
     assert len(subs) == 3 and sum(s["duplicate_submits"] for s in subs) == 0
+
+
+async def test_an_unknown_submit_outcome_wakes_recovery_again_once_its_request_is_free(
+    svc: ServiceContext, hub: ListenHub
+) -> None:
+    """The UNKNOWN row commits first and notifies qtg_recover, then the request is
+    settled in a transaction of its own; a recovery pass woken by the first
+    notify finds the request held by the second, skips the node and finds no due
+    time. So the settle's commit notifies qtg_recover again."""
+    crash = {"fail": "submit_crash_after", "recover": "undecided"}
+    await template(svc, "crash", [node("a", "cex_withdrawal", sandbox=crash)], [])
+    await movement(svc, "crash")
+    seen: list[str] = []
+    twice = trio.Event()
+
+    def listener(channel: str, _payload: str) -> None:
+        if channel == "qtg_recover":
+            seen.append(channel)
+            if len(seen) == 2:
+                twice.set()
+
+    hub.add_listener(listener)
+    assert await dispatch_ready_nodes(svc) == 1
+    with trio.fail_after(10):
+        await twice.wait()
+    subs = await svc.db.fetch(Q["submissions"])
+    assert len(subs) == 1  # the side effect happened once; recovery decides the rest
