@@ -87,6 +87,9 @@ class Settings:
     reactive: bool = setting("MG_REACTIVE", True)
     worker_jitter_seconds: float = setting("MG_WORKER_JITTER_SECONDS", 0.0, minimum=0)
     heartbeat_min_interval_seconds: float = interval("MG_HEARTBEAT_MIN_INTERVAL_SECONDS", 1.0)
+    # Rows of processes silent this long (and for ten of their intervals) are
+    # deleted when a process starts: one set of rows per start otherwise piles up.
+    heartbeat_retention_seconds: float = interval("MG_HEARTBEAT_RETENTION_SECONDS", 7 * 86400.0)
     log_level: str = setting("MG_LOG_LEVEL", "INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     log_format: str = setting("MG_LOG_FORMAT", "json", choices=("json", "text"))
 
@@ -370,6 +373,21 @@ class Settings:
     # reference's one-node-per-pass dispatcher.
     node_dispatch_batch_size: int = count("MG_NODE_DISPATCH_BATCH_SIZE", 16)
 
+    # ---- CCIP (issue 12): the `ccip` provider, ccip_stranded_reaper, ccip_drift
+    # The lanes qtg sends on and checks for drift: a JSON list of
+    # {name, chain_id, source_selector, dest_selector, router, …} (README, "CCIP").
+    ccip_lanes: str = setting("MG_CCIP_LANES", "")
+    # Unresolved send intents older than this are reaped (resolved from the chain,
+    # else stranded with a request_attention).
+    ccip_send_intent_stranded_seconds: float = interval(
+        "MG_CCIP_SEND_INTENT_STRANDED_SECONDS", 1800.0
+    )
+    # The CCIP sidecar client ccip_drift asks: rpc (router and ramps over JSON-RPC),
+    # http (a sidecar at MG_CCIP_SIDECAR_URL, README's JSON contract), or none.
+    ccip_sidecar: str = setting("MG_CCIP_SIDECAR", "none", choices=("none", "rpc", "http"))
+    ccip_sidecar_url: str | None = setting("MG_CCIP_SIDECAR_URL", None)
+    ccip_sidecar_timeout_seconds: float = interval("MG_CCIP_SIDECAR_TIMEOUT_SECONDS", 10.0)
+
     # ---- speed, part 2 (issue 15: batched observation)
     # true: an observer pass claims up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
     # statement, observes them side by side and commits every outcome in one
@@ -408,6 +426,12 @@ class Settings:
             raise ConfigError(
                 "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"
             )
+        # ---- CCIP (issue 12): bad lanes or a sidecar without its URL stop start-up.
+        from qtg.domain.ccip import parse_lanes
+
+        parse_lanes(settings.ccip_lanes)
+        if settings.ccip_sidecar == "http" and not settings.ccip_sidecar_url:
+            raise ConfigError("MG_CCIP_SIDECAR_URL: MG_CCIP_SIDECAR=http needs the sidecar's URL")
         settings.validate_security()
         # ---- audit anchoring (issue 17 item 4): an unreadable or short key stops start-up.
         from qtg.services.audit import audit_keys

@@ -65,6 +65,12 @@ def parse_drift_contracts(raw: str) -> list[tuple[int, str, bool]]:
     return out
 
 
+def nonce_lane_key(tx: dict) -> str:
+    """The nonce lane of an EVM transaction payload (issue 15): one sender on one chain.
+    A batching dispatcher submits one lane's transactions in nonce-reservation order."""
+    return f"evm:{tx['chainId']}:{str(tx['from']).lower()}"
+
+
 def is_address(value: object) -> bool:
     return isinstance(value, str) and bool(_ADDRESS.match(value))
 

@@ -75,6 +75,9 @@ class ProviderRegistry:
         self.capabilities: set[str] = set()
         # The evm provider's JSON-RPC clients by chain id, for evm_nonce_reaper.
         self.evm_rpcs: dict[int, Any] = {}
+        # The ccip provider's lanes (by name) and CCIP sidecar client, for ccip_drift.
+        self.ccip_lanes: dict[str, Any] = {}
+        self.ccip_sidecar: Any = None
 
     # ------------------------------------------------------------ lifecycle
 

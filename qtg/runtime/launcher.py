@@ -633,6 +633,7 @@ async def _run(
                 )
                 for w in loaded
             ],
+            retention_seconds=settings.heartbeat_retention_seconds,
         )
         core = {
             w.resolved.name: worker_factory(w, runtime)

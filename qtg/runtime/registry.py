@@ -24,8 +24,9 @@ from the spec.
 
 Capabilities: a worker with `requires=("evm_rpc",)` is registered only when
 the process has that capability — today only when a provider registry
-exposes it as `capabilities` (qtg ships no EVM RPC client, so the two
-reapers are skipped with a warning, exactly as the reference says).
+exposes it as `capabilities`: the evm provider adds `evm_rpc` (evm_nonce_reaper,
+verify_drift), the ccip provider `ccip_sidecar` when MG_CCIP_SIDECAR names a
+client (ccip_drift).
 """
 
 from __future__ import annotations
@@ -140,8 +141,11 @@ WORKERS: tuple[WorkerSpec, ...] = (
     WorkerSpec("evm_nonce_reaper", "core", "qtg.services.evm_nonces.reap_stale_nonces",
                "evm_nonce_reaper_interval_seconds",
                rule=flag("evm_nonce_reaper_enabled"), requires=("evm_rpc",)),
-    WorkerSpec("ccip_stranded_reaper", "core", None, "ccip_stranded_reaper_interval_seconds",
-               rule=flag("ccip_stranded_reaper_enabled"), requires=("evm_rpc",)),
+    # ccip_stranded_reaper has no EVM precondition (reference §11): an intent whose
+    # chain this process cannot ask is stranded and paged, never left alone.
+    WorkerSpec("ccip_stranded_reaper", "core", "qtg.services.ccip.reap_stranded_intents",
+               "ccip_stranded_reaper_interval_seconds",
+               rule=flag("ccip_stranded_reaper_enabled")),
     # ---- conditional sidecars
     WorkerSpec("capital_transfer_followup", "sidecar",
                "qtg.services.capital_transfers.follow_up_pending_capital_transfers",
@@ -164,8 +168,9 @@ WORKERS: tuple[WorkerSpec, ...] = (
                "qtg.services.balance_snapshot.take_balance_snapshots",
                "balance_snapshot_interval_seconds",
                rule=flag("balance_snapshot_enabled")),
-    WorkerSpec("ccip_drift", "sidecar", None, "ccip_drift_poll_interval_seconds",
-               rule=flag("ccip_enabled"), requires=("ccip_sidecar",)),
+    WorkerSpec("ccip_drift", "sidecar", "qtg.services.drift.ccip_drift",
+               "ccip_drift_poll_interval_seconds",
+               rule=flag("ccip_enabled"), requires=("ccip_sidecar",), drain=False),
     WorkerSpec("verify_drift", "sidecar", "qtg.services.drift.verify_drift",
                "verify_drift_interval_seconds",
                rule=flag("verify_drift_enabled"), requires=("evm_rpc",)),

@@ -1,14 +1,19 @@
-"""verify_drift (reference §13): re-read the on-chain baselines and record drift.
+"""verify_drift (reference §13) and ccip_drift (§14): record drift in drift_findings.
 
-Per configured chain, in parallel and each within MG_VERIFY_DRIFT_LANE_TIMEOUT_SECONDS:
-the chain id, and for each contract of MG_VERIFY_DRIFT_CONTRACTS the keccak of
-its code (`eth_getCode`) and, for an ERC-20, `decimals()` and `symbol()`
-(`eth_call`); plus the signer address's existence (its nonce or balance).
+verify_drift re-reads the on-chain baselines, per configured chain, in parallel
+and each within MG_VERIFY_DRIFT_LANE_TIMEOUT_SECONDS: the chain id, and for each
+contract of MG_VERIFY_DRIFT_CONTRACTS the keccak of its code (`eth_getCode`) and,
+for an ERC-20, `decimals()` and `symbol()` (`eth_call`); plus the signer address's
+existence (its nonce or balance).
 The first value seen is the baseline (trust on first use, `drift_baselines`);
 a later difference opens one `drift_findings` row with the evidence, a match
 clears it. A chain that does not answer is the finding `reachable`, not a crash.
 A finding pages (a `drift` notification, warning) in the transaction that
 opens it, and its clearing resolves that notification (qtg/services/notifications.py).
+
+ccip_drift compares each CCIP lane's registry, as the CCIP sidecar client reports
+it, with the lane qtg is configured with (MG_CCIP_LANES): the expected value is
+the configuration, not a first sighting. Both record through `record_check`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import trio
 from eth_utils import keccak
 
 from qtg.db import Jsonb, sql_family
+from qtg.domain.ccip import drift_checks, parse_lanes
 from qtg.domain.evm import ERC20_DECIMALS_DATA, ERC20_SYMBOL_DATA, parse_drift_contracts
 from qtg.providers.evm.rpc import RpcError
 from qtg.services import notifications
@@ -85,30 +91,84 @@ async def verify_drift(ctx: ServiceContext) -> int:
                     "observed": "yes" if reachable else observed,
                 }
                 expected = await tx.fetchval(SQL.baseline, args)
-                if observed == expected:
-                    if await tx.fetchrow(SQL.clear_finding, args) is not None:
-                        await notifications.resolve_notification(tx, _dedupe_key(args))
-                        changed += 1
-                    continue
-                finding = {**args, "expected": expected, "observed": observed}
-                row = await tx.fetchrow(
-                    SQL.open_finding,
-                    {**finding, "evidence": Jsonb({"rpc_url": rpcs[chain_id].url})},
+                finding = await record_check(
+                    tx, args, expected, observed, {"rpc_url": rpcs[chain_id].url}
                 )
-                if row is not None:
-                    await notifications.raise_notification(
-                        tx,
-                        kind="drift",
-                        severity="warning",
-                        dedupe_key=_dedupe_key(args),
-                        subject=f"drift on chain {chain_id}: {subject} {check_name}",
-                        body=f"expected {expected!r}, observed {observed!r}",
-                        links={"chain_id": chain_id, "subject": subject, "check": check_name},
-                    )
+                if finding is not None:
                     changed += 1
-                    new.append(finding)
+                    if finding:
+                        new.append(finding)
     for finding in new:
         log.warning("drift found", extra={"finding": finding})
+    return changed
+
+
+async def record_check(
+    tx: Any, args: dict[str, Any], expected: str, observed: str, evidence: dict[str, Any]
+) -> dict[str, Any] | None:
+    """One check against its expected value, in the caller's transaction: a match
+    clears an open finding (and resolves its notification), a difference opens one
+    (and pages, a `drift` warning). Returns the new finding, {} when one was
+    cleared, None when nothing changed. verify_drift and ccip_drift share it."""
+    if observed == expected:
+        if await tx.fetchrow(SQL.clear_finding, args) is not None:
+            await notifications.resolve_notification(tx, _dedupe_key(args))
+            return {}
+        return None
+    finding = {**args, "expected": expected, "observed": observed}
+    row = await tx.fetchrow(SQL.open_finding, {**finding, "evidence": Jsonb(evidence)})
+    if row is None:
+        return None
+    chain_id, subject, check_name = args["chain_id"], args["subject"], args["check_name"]
+    await notifications.raise_notification(
+        tx,
+        kind="drift",
+        severity="warning",
+        dedupe_key=_dedupe_key(args),
+        subject=f"drift on chain {chain_id}: {subject} {check_name}",
+        body=f"expected {expected!r}, observed {observed!r}",
+        links={"chain_id": chain_id, "subject": subject, "check": check_name},
+    )
+    return finding
+
+
+async def ccip_drift(ctx: ServiceContext) -> int:
+    """The ccip_drift pass (reference §14): each configured lane's registry, as the CCIP
+    sidecar client reports it (router, ramps, token pools, rate limits), against the
+    lane qtg is configured with; findings in drift_findings (subject `ccip:<lane>`),
+    cleared when the lane matches again. A sidecar that does not answer is the
+    finding `reachable`. Returns how many findings were opened or cleared."""
+    client = getattr(ctx.providers, "ccip_sidecar", None)
+    lanes = getattr(ctx.providers, "ccip_lanes", {}) or parse_lanes(ctx.settings.ccip_lanes)
+    observations: list[tuple[Any, list[tuple[str, str, str]], dict[str, Any]]] = []
+    for lane in lanes.values():
+        evidence: dict[str, Any] = {"sidecar": getattr(client, "name", None), "lane": lane.name}
+        try:
+            with trio.fail_after(ctx.settings.ccip_sidecar_timeout_seconds * 3):
+                seen = await client.lane_registry(lane)
+        except Exception as exc:  # a sidecar or chain that does not answer is a finding
+            checks = [("reachable", "yes", f"no: {type(exc).__name__}")]
+            evidence["error"] = str(exc)[:500]
+        else:
+            checks = [("reachable", "yes", "yes"), *drift_checks(lane, seen)]
+        observations.append((lane, checks, evidence))
+    changed = 0
+    new: list[dict[str, Any]] = []
+    async with ctx.db.transaction() as tx:
+        for lane, checks, evidence in observations:
+            for check_name, expected, observed in checks:
+                args = {
+                    "chain_id": lane.chain_id,
+                    "subject": f"ccip:{lane.name}",
+                    "check_name": check_name,
+                }
+                finding = await record_check(tx, args, expected, observed, evidence)
+                if finding is not None:
+                    changed += 1
+                    if finding:
+                        new.append(finding)
+    for finding in new:
+        log.warning("ccip drift found", extra={"finding": finding})
     return changed
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from qtg.db import Database, sql_family
 from qtg.runtime.heartbeats import Beat
 
-SQL = sql_family("heartbeats", "seed", "beat", "mark_crashed", "list")
+SQL = sql_family("heartbeats", "seed", "prune", "beat", "mark_crashed", "list")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +54,30 @@ class HeartbeatRow:
 
 
 async def seed_heartbeats(
-    db: Database, network_class: str, process: ProcessId, workers: Sequence[HeartbeatRow]
+    db: Database,
+    network_class: str,
+    process: ProcessId,
+    workers: Sequence[HeartbeatRow],
+    *,
+    retention_seconds: float | None = None,
 ) -> None:
-    """Create or re-arm (status `starting`) the rows of the workers this process runs."""
+    """Create or re-arm (status `starting`) the rows of the workers this process runs.
+
+    With `retention_seconds`, first forget other processes' rows of this
+    network class untouched for that long (`prune.sql` says why): start-up is
+    the one moment every deployment passes through, and it needs no worker.
+    """
     if not workers:
         return
+    if retention_seconds is not None:
+        await db.execute(
+            SQL.prune,
+            {
+                "network_class": network_class,
+                "instance_id": process.instance_id,
+                "retention_seconds": float(retention_seconds),
+            },
+        )
     await db.execute(
         SQL.seed,
         {

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import trio
-from runtime.rt_procs import RuntimeProcess, base_env, query, wait_until
+from runtime.rt_procs import RuntimeProcess, all_completed, base_env, query, wait_until
 
 from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, deploy_token, token_balance
 from qtg.config import Settings
@@ -68,24 +68,6 @@ def seed(dsn: str, amounts: list[str], *, token: dict | None = None, batch: str 
     return trio.run(run)
 
 
-def completed(dsn: str, ids: list[str]) -> bool:
-    rows = dict(
-        query(
-            dsn,
-            "SELECT id::text, request_state FROM movement_requests WHERE id = ANY(%s::uuid[])",
-            (ids,),
-        )
-    )
-    stuck = {k: v for k, v in rows.items() if v in ("FAILED", "MANUAL_INTERVENTION")}
-    if stuck:
-        why = query(
-            dsn,
-            "SELECT node_state, error_code, error_detail FROM movement_request_nodes"
-            " WHERE request_id = ANY(%s::uuid[]) AND error_code IS NOT NULL",
-            (list(stuck),),
-        )
-        raise AssertionError(f"{stuck}: {why}")
-    return len(rows) == len(ids) and set(rows.values()) == {"COMPLETED"}
 
 
 def launch(procs: list, dsn: str, anvil, **env: str) -> RuntimeProcess:
@@ -109,7 +91,7 @@ def test_a_movement_moves_eth_with_one_transaction(anvil, dsn, procs) -> None:
     ready = proc.wait_ready()
     assert "evm_nonce_reaper" in ready["workers"]
     ids = seed(dsn, ["0.25"])
-    wait_until(lambda: completed(dsn, ids), 30, "the evm movement to complete")
+    wait_until(lambda: all_completed(dsn, ids), 30, "the evm movement to complete")
     assert anvil.balance(ADDRESSES[1]) - before == WEI // 4
     assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
     [(tx_hash, state)] = query(dsn, "SELECT tx_hash, state FROM evm_nonce_reservations")
@@ -127,7 +109,7 @@ def test_a_movement_moves_an_erc20_with_one_transaction(anvil, dsn, procs) -> No
     sent_before = anvil.nonce(ADDRESSES[0])
     launch(procs, dsn, anvil).wait_ready()
     ids = seed(dsn, ["12.5"], token={"token": token, "decimals": 6}, batch="erc20")
-    wait_until(lambda: completed(dsn, ids), 30, "the erc-20 movement to complete")
+    wait_until(lambda: all_completed(dsn, ids), 30, "the erc-20 movement to complete")
     assert token_balance(anvil, token, ADDRESSES[1]) == 12_500_000
     assert token_balance(anvil, token, ADDRESSES[0]) == 1_000 * 10**6 - 12_500_000
     assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
@@ -138,7 +120,7 @@ def test_two_runtimes_drain_fifty_transfers_with_consecutive_nonces(anvil, dsn, 
     for _ in range(2):
         launch(procs, dsn, anvil).wait_ready()
     ids = seed(dsn, ["0.001"] * 50)
-    wait_until(lambda: completed(dsn, ids), 120, "50 evm movements to complete")
+    wait_until(lambda: all_completed(dsn, ids), 120, "50 evm movements to complete")
     assert anvil.nonce(ADDRESSES[0]) == first + 50  # 50 mined, none more
     rows = query(dsn, "SELECT nonce, state, tx_hash FROM evm_nonce_reservations ORDER BY nonce")
     assert [r[0] for r in rows] == list(range(first, first + 50))  # no gap, no duplicate
@@ -180,7 +162,7 @@ def test_kill_after_the_broadcast_before_submitted_recovers_to_completed(anvil, 
     assert node_row(dsn, ids)[0] == "SUBMITTING"
     assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
     launch(procs, dsn, anvil, **RECOVER_FAST).wait_ready()
-    wait_until(lambda: completed(dsn, ids), 30, "recovery to follow the mined transaction")
+    wait_until(lambda: all_completed(dsn, ids), 30, "recovery to follow the mined transaction")
     assert anvil.nonce(ADDRESSES[0]) == sent_before + 1  # no second transaction
     assert anvil.balance(ADDRESSES[1]) - before == WEI // 2
     assert query(dsn, "SELECT nonce, state FROM evm_nonce_reservations") == [
@@ -209,7 +191,7 @@ def test_kill_after_the_reservation_before_the_broadcast_fails_and_frees_the_non
     assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("released",)]
     # the freed nonce is the next one used: no gap blocks the address
     later = seed(dsn, ["0.1"], batch="later")
-    wait_until(lambda: completed(dsn, later), 30, "the next transfer to complete")
+    wait_until(lambda: all_completed(dsn, later), 30, "the next transfer to complete")
     assert query(dsn, "SELECT nonce, state FROM evm_nonce_reservations") == [
         (sent_before, "consumed")
     ]
@@ -238,7 +220,7 @@ def test_the_reaper_leaves_an_unmined_broadcast_alone_and_asks_for_attention(anv
         assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("broadcast",)]
         assert anvil.nonce(ADDRESSES[0]) == sent_before  # nothing mined, nothing re-sent
         anvil.call("evm_mine")
-        wait_until(lambda: completed(dsn, ids), 30, "the mined transfer to complete")
+        wait_until(lambda: all_completed(dsn, ids), 30, "the mined transfer to complete")
         assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("consumed",)]
         assert len(query(dsn, attention, (ids[0],))) == 1  # raised once, not every pass
         assert anvil.nonce(ADDRESSES[0]) == sent_before + 1

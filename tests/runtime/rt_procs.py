@@ -146,6 +146,33 @@ def query(dsn: str, text: str, params: Any = None) -> list[tuple]:
         return cur.fetchall() if cur.description else []
 
 
+def request_states(dsn: str, ids: list[str]) -> dict[str, str]:
+    """Each movement's request_state, by id."""
+    return dict(
+        query(
+            dsn,
+            "SELECT id::text, request_state FROM movement_requests WHERE id = ANY(%s::uuid[])",
+            (ids,),
+        )
+    )
+
+
+def all_completed(dsn: str, ids: list[str]) -> bool:
+    """True once every movement is COMPLETED; a FAILED or MANUAL_INTERVENTION one
+    fails the wait at once, with its nodes' errors, instead of timing it out."""
+    rows = request_states(dsn, ids)
+    stuck = {k: v for k, v in rows.items() if v in ("FAILED", "MANUAL_INTERVENTION")}
+    if stuck:
+        why = query(
+            dsn,
+            "SELECT node_key, node_state, error_code, error_detail FROM movement_request_nodes"
+            " WHERE request_id = ANY(%s::uuid[]) AND error_code IS NOT NULL",
+            (list(stuck),),
+        )
+        raise AssertionError(f"{stuck}: {why}")
+    return len(rows) == len(ids) and set(rows.values()) == {"COMPLETED"}
+
+
 @contextlib.contextmanager
 def private_dir(prefix: str) -> Iterator[Path]:
     """A temporary directory for an embedded PostgreSQL, outside pytest's tmp tree.

@@ -14,8 +14,9 @@ import pytest
 
 from qtg.db.embedded import EmbeddedPostgres
 from runtime.rt_procs import RuntimeProcess, base_env, query, terminate_all, wait_until
+from runtime.rt_procs import request_states as states
 from runtime.test_runtime_db_restart import server  # noqa: F401 - fixture: a private PostgreSQL
-from runtime.test_runtime_end_to_end import CHAIN, POOL, create_and_approve, states
+from runtime.test_runtime_end_to_end import CHAIN, POOL, create_and_approve
 
 pytestmark = pytest.mark.slow
 

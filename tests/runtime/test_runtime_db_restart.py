@@ -20,7 +20,8 @@ from runtime.rt_procs import (
     terminate_all,
     wait_until,
 )
-from runtime.test_runtime_end_to_end import CHAIN, POOL, create_and_approve, states, submissions
+from runtime.rt_procs import request_states as states
+from runtime.test_runtime_end_to_end import CHAIN, POOL, create_and_approve, submissions
 
 pytestmark = pytest.mark.slow
 

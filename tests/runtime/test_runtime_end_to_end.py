@@ -25,6 +25,7 @@ from qtg.services.movements import approve_movement, create_movement
 from runtime.rt_procs import (
     RuntimeProcess,
     alive,
+    all_completed,
     base_env,
     private_dir,
     query,
@@ -63,21 +64,8 @@ def create_and_approve(dsn: str, template_key: str, n: int = 1, batch: str = "a"
     return trio.run(run)
 
 
-def states(dsn: str, ids: list[str]) -> dict[str, str]:
-    return dict(
-        query(
-            dsn,
-            "SELECT id::text, request_state FROM movement_requests WHERE id = ANY(%s::uuid[])",
-            (ids,),
-        )
-    )
 
 
-def all_completed(dsn: str, ids: list[str]) -> bool:
-    current = states(dsn, ids)
-    stuck = {k: v for k, v in current.items() if v in ("FAILED", "MANUAL_INTERVENTION")}
-    assert not stuck, stuck
-    return len(current) == len(ids) and set(current.values()) == {"COMPLETED"}
 
 
 def submissions(dsn: str) -> tuple[int, int, int]:

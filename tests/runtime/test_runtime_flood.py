@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from runtime.rt_procs import query, wait_until
+from runtime.rt_procs import all_completed, query, wait_until
 from runtime.test_runtime_end_to_end import (
     CHAIN,
     ELAPSED,
-    all_completed,
     create_and_approve,
     launch,
 )

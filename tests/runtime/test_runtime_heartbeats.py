@@ -7,6 +7,7 @@ import itertools
 import trio
 
 from qtg.db import Database
+from qtg.db.queries import Query
 from qtg.runtime.heartbeats import Beat, Heartbeat
 from qtg.runtime.loop import run_loop
 from qtg.services import readmodels
@@ -224,3 +225,35 @@ async def test_beat_recreates_a_deleted_row(db: Database) -> None:
                                                      None, None))
     [row] = await list_heartbeats(db, "default")
     assert row["worker_group"] == "sidecar" and row["iterations"] == 1
+
+
+AGE_ROWS = Query(
+    "test/age_heartbeats",
+    "UPDATE worker_heartbeats SET updated_at = now() - %(age)s::interval"
+    " WHERE instance_id = %(i)s",
+)
+
+
+async def test_a_start_prunes_long_silent_rows_of_other_processes_only(db: Database) -> None:
+    """Every start adds rows; a start forgets the ones silent past the retention."""
+    slow = HeartbeatRow("balance_history_rollup", "sidecar", 86_400.0)
+    await seed_heartbeats(db, "default", P1, [*ROWS, slow])
+    await seed_heartbeats(db, "testnet", P1, ROWS)
+    await seed_heartbeats(db, "default", P2, ROWS)
+    # P1 died two hours ago; P2 is alive.
+    await db.execute(AGE_ROWS, {"i": P1.instance_id, "age": "2 hours"})
+    await seed_heartbeats(db, "default", P3, ROWS, retention_seconds=3600)
+
+    left = {(r["instance_id"], r["worker_name"]) for r in await list_heartbeats(db, "default")}
+    # P1's 2-second workers went; its daily worker is kept (ten of its intervals
+    # have not passed), P2's live rows and P3's new ones stay.
+    assert left == {
+        (P1.instance_id, "balance_history_rollup"),
+        *((p.instance_id, w.name) for p in (P2, P3) for w in ROWS),
+    }
+    # another network class is another deployment's: untouched
+    assert len(await list_heartbeats(db, "testnet")) == len(ROWS)
+    # without a retention nothing is pruned
+    await db.execute(AGE_ROWS, {"i": P2.instance_id, "age": "30 days"})
+    await seed_heartbeats(db, "default", P3, ROWS)
+    assert {r["instance_id"] for r in await list_heartbeats(db, "default")} >= {P2.instance_id}

@@ -84,6 +84,9 @@ def test_workers_disabled_runs_nothing() -> None:
          "MG_EVM_NONCE_REAPER_ENABLED=false"),
         ({"ccip_stranded_reaper_enabled": False}, (), "ccip_stranded_reaper", False,
          "MG_CCIP_STRANDED_REAPER_ENABLED=false"),
+        # the reference gives ccip_stranded_reaper no EVM precondition: on by default, anywhere
+        ({}, (), "ccip_stranded_reaper", True, "MG_CCIP_STRANDED_REAPER_ENABLED=true"),
+        ({"ccip_enabled": True}, ("ccip_sidecar",), "ccip_drift", True, "MG_CCIP_ENABLED=true"),
         ({}, (), "capital_transfer_followup", False, "MG_CAPITAL_TRANSFER_FOLLOWUP_ENABLED=false"),
         ({}, (), "notification_dispatcher", False, "MG_NOTIFY_ENABLED=false"),
         ({"balance_history_enabled": False}, (), "balance_history_rollup", False,
@@ -193,7 +196,7 @@ def test_a_default_start_says_once_at_info_what_it_skipped(caplog) -> None:
     assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
     [summary] = [r for r in records if hasattr(r, "skipped")]
     assert summary.levelno == logging.INFO
-    assert summary.skipped == ["evm_nonce_reaper", "ccip_stranded_reaper"]
+    assert summary.skipped == ["evm_nonce_reaper"]
     assert "MG_PROVIDERS" in summary.getMessage()
     assert "MG_EVM_NONCE_REAPER_ENABLED=false" in summary.getMessage()
 
@@ -208,5 +211,5 @@ def test_a_worker_the_operator_turned_on_but_cannot_run_is_a_warning(caplog) -> 
     launcher._log_worker_set(resolve_workers(Settings.from_env(env)), env=env)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.worker for r in warnings] == ["evm_nonce_reaper"]
-    [summary] = [r for r in caplog.records if hasattr(r, "skipped")]
-    assert "evm_nonce_reaper" not in summary.skipped
+    # nothing else on by default is skipped (ccip_stranded_reaper runs anywhere): no summary
+    assert [r for r in caplog.records if hasattr(r, "skipped")] == []

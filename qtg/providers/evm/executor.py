@@ -18,7 +18,7 @@ from eth_utils import keccak
 
 from qtg.db import Database
 from qtg.domain.context import ExecutionContext
-from qtg.domain.evm import erc20_transfer_data, is_address, to_base_units
+from qtg.domain.evm import erc20_transfer_data, is_address, nonce_lane_key, to_base_units
 from qtg.providers.base import (
     HealthReport,
     HealthState,
@@ -105,9 +105,7 @@ class EvmExecutor:
             }
         )
         gas = int(await rpc.call("eth_estimateGas", call), 16)
-        history = await rpc.call("eth_feeHistory", "0x1", "latest", [50])
-        base_fee = int(history["baseFeePerGas"][-1], 16)
-        tip = int(await rpc.call("eth_maxPriorityFeePerGas"), 16)
+        max_fee, tip = await fee_per_gas(rpc)
         nonce = await evm_nonces.reserve(
             self._db,
             chain_id=t["chain_id"],
@@ -122,7 +120,7 @@ class EvmExecutor:
             "value": str(int(call["value"], 16)),
             "data": call["data"],
             "gas": str(gas),
-            "maxFeePerGas": str(2 * base_fee + tip),
+            "maxFeePerGas": str(max_fee),
             "maxPriorityFeePerGas": str(tip),
             "nonce": str(nonce),
             "chainId": str(t["chain_id"]),
@@ -142,8 +140,7 @@ class EvmExecutor:
         """The nonce lane (issue 15): one sender on one chain. A batching
         dispatcher submits one lane's transactions in the order their nonces
         were reserved (prepare order)."""
-        tx = json.loads(prepared.payload)
-        return f"evm:{tx['chainId']}:{str(tx['from']).lower()}"
+        return nonce_lane_key(json.loads(prepared.payload))
 
     async def submit(
         self,
@@ -160,7 +157,7 @@ class EvmExecutor:
         where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
         await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
         refs = {"chain_id": chain_id, "tx_hash": tx_hash, "from": tx["from"], "nonce": nonce}
-        _crash_point("before_broadcast")
+        crash_point("before_broadcast")
         try:
             await self._rpcs[chain_id].call("eth_sendRawTransaction", signature)
         except RpcError as exc:
@@ -172,7 +169,7 @@ class EvmExecutor:
             raise SubmitRejected(
                 f"node refused the transaction: {exc.message}", code="EVM_REJECTED"
             ) from None
-        _crash_point("after_broadcast")
+        crash_point("after_broadcast")
         await evm_nonces.mark(self._db, state="broadcast", **where)
         return SubmitResult(provider_refs=refs)
 
@@ -255,13 +252,22 @@ class EvmExecutor:
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
 
 
+async def fee_per_gas(rpc: EvmRpc) -> tuple[int, int]:
+    """EIP-1559 (maxFeePerGas, maxPriorityFeePerGas): twice the latest base fee plus the tip,
+    so a transaction survives a few full blocks of base-fee rises."""
+    history = await rpc.call("eth_feeHistory", "0x1", "latest", [50])
+    base_fee = int(history["baseFeePerGas"][-1], 16)
+    tip = int(await rpc.call("eth_maxPriorityFeePerGas"), 16)
+    return 2 * base_fee + tip, tip
+
+
 def _not_sent(detail: str) -> RecoverResult:
     return RecoverResult(
         outcome=RecoverOutcome.FAILED, error_code="EVM_NOT_BROADCAST", error_detail=detail
     )
 
 
-def _crash_point(name: str) -> None:
+def crash_point(name: str) -> None:
     """Tests only (QTG_TEST_CRASH_AT): die here like a kill -9, with no clean-up."""
     if os.environ.get(CRASH_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -57,7 +57,9 @@ class EvmLocalSigner:
             raise SigningRefused(
                 f"transaction is from {tx.get('from')!r}, signer is {self.address}"
             )
-        unsigned = {k: v for k, v in tx.items() if k != "from"}
+        # "qtg": what the transaction is for (a CCIP send's lane, token, fee), covered by
+        # the payload hash the signing intent allows but not part of the transaction.
+        unsigned = {k: v for k, v in tx.items() if k not in ("from", "qtg")}
         unsigned["to"] = to_checksum_address(unsigned["to"])  # eth-account refuses lowercase
         for field in ("value", "gas", "maxFeePerGas", "maxPriorityFeePerGas", "nonce", "chainId"):
             unsigned[field] = int(unsigned[field])

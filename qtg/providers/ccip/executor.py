@@ -1,0 +1,631 @@
+"""The `ccip` executor (issue 12): `ccip_send` and the `ccip_delivery` observe.
+
+Node config `ccip`: {"lane": name in MG_CCIP_LANES, "token": address, "decimals": int,
+"fee_token": address | absent (native), "gas_limit": int (200000)}; the intent gives
+`amount` (whole units) and `destination` (the receiver on the destination chain).
+
+ccip_send: prepare raises the router's allowance by the amount (its own nonce
+reservation, waited for; skipped under a standing unlimited approval), asks
+`getFee`, reserves the send's nonce and builds the `ccipSend` transaction;
+submit writes the send intent ahead of the broadcast (qtg.services.ccip) and
+broadcasts; the observation reads the message id from the receipt's logs.
+ccip_delivery follows that message id to its execution state in the
+destination's logs. `recover` decides from the chain:
+intent → transaction → message id → execution, never a blind re-send.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from eth_utils import keccak
+
+from qtg.db import Database
+from qtg.domain.ccip import (
+    Execution,
+    IntentState,
+    Lane,
+    allowance_data,
+    approve_data,
+    ccip_send_data,
+    evm2any_message,
+    execution_from_block,
+    execution_from_logs,
+    execution_topics,
+    get_fee_data,
+    increase_allowance_data,
+    message_id_from_logs,
+)
+from qtg.domain.context import ExecutionContext
+from qtg.domain.evm import is_address, nonce_lane_key, to_base_units
+from qtg.providers.base import (
+    HealthReport,
+    HealthState,
+    ObserveResult,
+    ObserveStatus,
+    PreflightError,
+    PreparedAction,
+    RecoverOutcome,
+    RecoverResult,
+    SubmitRejected,
+    SubmitResult,
+)
+from qtg.providers.evm.executor import crash_point, fee_per_gas
+from qtg.providers.evm.rpc import EvmRpc, RpcError
+from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.services import ccip as intents
+from qtg.services import evm_nonces
+
+EXECUTOR_KEY = "ccip"
+ACTION_TYPES = frozenset({"ccip_send", "ccip_delivery"})
+DEFAULT_GAS_LIMIT = 200_000
+#: The ccipSend's own gas (beyond the receiver's gas_limit) when it cannot be estimated
+#: because its allowance raise is not mined yet; node config `send_gas` overrides the sum.
+DEFAULT_SEND_GAS = 400_000
+#: An allowance this large is a standing approval: nothing to raise.
+UNLIMITED_ALLOWANCE = 2**255
+
+S = IntentState
+
+
+class CcipExecutor:
+    key = EXECUTOR_KEY
+    action_types = ACTION_TYPES
+
+    def __init__(
+        self,
+        db: Database,
+        rpcs: dict[int, EvmRpc],
+        signer: EvmLocalSigner,
+        lanes: dict[str, Lane],
+    ) -> None:
+        self._db = db
+        self._rpcs = rpcs
+        self._signer = signer
+        self._lanes = lanes
+
+    # ---------------------------------------------------------------- helpers
+    def _lane(self, name: Any) -> Lane:
+        lane = self._lanes.get(name) if isinstance(name, str) else None
+        if lane is None:
+            raise PreflightError(
+                f"ccip.lane {name!r} names no lane in MG_CCIP_LANES", code="CCIP_LANE_UNKNOWN"
+            )
+        for chain in (lane.chain_id, lane.dest_chain_id):
+            if chain not in self._rpcs:
+                raise PreflightError(
+                    f"lane {lane.name}: chain {chain} has no client in MG_EVM_RPC_URLS",
+                    code="CCIP_CHAIN_UNKNOWN",
+                )
+        return lane
+
+    def _send(self, ctx: ExecutionContext) -> tuple[Lane, dict[str, Any]]:
+        cfg = dict(ctx.node_config.get("ccip") or {})
+        lane = self._lane(cfg.get("lane"))
+        receiver = ctx.intent.get("destination", cfg.get("destination"))
+        if not is_address(receiver):
+            raise PreflightError(
+                f"destination {receiver!r} is not an address", code="CCIP_BAD_DESTINATION"
+            )
+        token = cfg.get("token")
+        if not is_address(token):
+            raise PreflightError(f"ccip.token {token!r} is not an address", code="CCIP_BAD_TOKEN")
+        if lane.tokens and token.lower() not in lane.tokens:
+            raise PreflightError(
+                f"token {token} is not configured on lane {lane.name}", code="CCIP_BAD_TOKEN"
+            )
+        fee_token = cfg.get("fee_token")
+        if fee_token is not None and not is_address(fee_token):
+            raise PreflightError(
+                f"ccip.fee_token {fee_token!r} is not an address", code="CCIP_BAD_TOKEN"
+            )
+        gas_limit = cfg.get("gas_limit", DEFAULT_GAS_LIMIT)
+        if not isinstance(gas_limit, int) or gas_limit < 0:
+            raise PreflightError(
+                f"ccip.gas_limit {gas_limit!r} is not a gas amount", code="CCIP_BAD_GAS_LIMIT"
+            )
+        send_gas = cfg.get("send_gas", DEFAULT_SEND_GAS + gas_limit)
+        if not isinstance(send_gas, int) or send_gas <= 0:
+            raise PreflightError(
+                f"ccip.send_gas {send_gas!r} is not a gas amount", code="CCIP_BAD_GAS_LIMIT"
+            )
+        try:
+            amount = to_base_units(
+                str(ctx.intent.get("amount", cfg.get("amount"))), int(cfg.get("decimals", 18))
+            )
+        except ValueError as exc:
+            raise PreflightError(str(exc), code="CCIP_BAD_AMOUNT") from None
+        return lane, {
+            "receiver": receiver.lower(),
+            "token": token.lower(),
+            "amount": amount,
+            "fee_token": fee_token.lower() if fee_token else None,
+            "message": evm2any_message(receiver, token, amount, fee_token, gas_limit),
+            "send_gas": send_gas,
+        }
+
+    async def _sign(self, tx: dict[str, Any]) -> str:
+        """Sign a side transaction (an allowance raise) for this send; the raw bytes."""
+        from qtg.domain.context import SigningIntent, SignRequest
+
+        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(payload.encode()).hexdigest()
+        return await self._signer.sign(
+            SignRequest(
+                request_id="",
+                request_node_id="",
+                signing_intent=SigningIntent(
+                    action="approve",
+                    asset="",
+                    amount="",
+                    destination=tx["to"],
+                    allowed_payload_hash=digest,
+                ),
+                payload_format="evm_tx_json",
+                payload=payload,
+                payload_hash=digest,
+                metadata={},
+            )
+        )
+
+    async def _approvals(
+        self, ctx: ExecutionContext, rpc: EvmRpc, lane: Lane, pulls: dict[str, int]
+    ) -> list[dict[str, Any]]:
+        """Signed allowance raises for what the router will pull ({token: amount}).
+
+        Raised by the amount, not set to it: sends prepared side by side (a batch,
+        another runtime) each add their own, so none spends another's. Skipped under
+        an unlimited (standing) approval. Signed here and broadcast by submit just
+        before the ccipSend, on nonces reserved just below it: waiting here for one
+        to be mined would wait behind the batch's reserved, unbroadcast nonces.
+        """
+        owner = self._signer.address
+        out = []
+        for token, amount in sorted(pulls.items()):
+            allowance = int(await rpc.eth_call(token, allowance_data(owner, lane.router)), 16)
+            if allowance >= UNLIMITED_ALLOWANCE:
+                continue
+            call = {
+                "from": owner,
+                "to": token,
+                "value": "0x0",
+                "data": increase_allowance_data(lane.router, amount),
+            }
+            try:
+                await rpc.call("eth_estimateGas", call)
+            except RpcError:  # no increaseAllowance (OpenZeppelin 5 tokens): approve the sum
+                call["data"] = approve_data(lane.router, allowance + amount)
+            key = f"{ctx.request_node_id}:approve:{token}"
+            nonce = await evm_nonces.reserve(
+                self._db,
+                chain_id=lane.chain_id,
+                address=owner,
+                request_node_id=key,
+                attempt_no=ctx.attempt_no,
+                chain_floor=await rpc.nonce(owner, "pending"),
+            )
+            raw = await self._sign(await self._tx(rpc, lane.chain_id, call, nonce))
+            tx_hash = "0x" + keccak(bytes.fromhex(raw[2:])).hex()
+            out.append({"token": token, "nonce": nonce, "raw": raw, "tx_hash": tx_hash})
+        return out
+
+    async def _tx(
+        self, rpc: EvmRpc, chain_id: int, call: dict, nonce: int, *, gas: int | None = None
+    ) -> dict[str, Any]:
+        if gas is None:
+            estimate = int(await rpc.call("eth_estimateGas", call), 16)
+            gas = estimate + estimate // 5  # the router's delivery path varies a little
+        max_fee, tip = await fee_per_gas(rpc)
+        return {
+            "from": call["from"],
+            "to": call["to"],
+            "value": str(int(call["value"], 16)),
+            "data": call["data"],
+            "gas": str(gas),
+            "maxFeePerGas": str(max_fee),
+            "maxPriorityFeePerGas": str(tip),
+            "nonce": str(nonce),
+            "chainId": str(chain_id),
+            "type": 2,
+        }
+
+    # --------------------------------------------------------------- contract
+    async def preflight(self, ctx: ExecutionContext) -> None:
+        if ctx.action_type == "ccip_delivery":
+            return
+        lane, _ = self._send(ctx)
+        rpc = self._rpcs[lane.chain_id]
+        if await rpc.chain_id_on_chain() != lane.chain_id:
+            raise PreflightError(
+                f"chain at {rpc.url} is not chain {lane.chain_id}", code="CCIP_CHAIN_MISMATCH"
+            )
+
+    async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
+        lane, s = self._send(ctx)
+        rpc = self._rpcs[lane.chain_id]
+        sender = self._signer.address
+        fee = int(
+            await rpc.eth_call(lane.router, get_fee_data(lane.dest_selector, s["message"])), 16
+        )
+        pulls = {s["token"]: s["amount"]}
+        if s["fee_token"] is not None:
+            pulls[s["fee_token"]] = pulls.get(s["fee_token"], 0) + fee
+        approvals = await self._approvals(ctx, rpc, lane, pulls)
+        call = {
+            "from": sender,
+            "to": lane.router,
+            "value": hex(fee if s["fee_token"] is None else 0),
+            "data": ccip_send_data(lane.dest_selector, s["message"]),
+        }
+        nonce = await evm_nonces.reserve(
+            self._db,
+            chain_id=lane.chain_id,
+            address=sender,
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            chain_floor=await rpc.nonce(sender, "pending"),
+        )
+        # with a raise still to be mined the send cannot be estimated: the lane's gas
+        gas = s["send_gas"] if approvals else None
+        tx = await self._tx(rpc, lane.chain_id, call, nonce, gas=gas)
+        tx["qtg"] = {
+            "lane": lane.name,
+            "receiver": s["receiver"],
+            "token": s["token"],
+            "amount": str(s["amount"]),
+            "fee_token": s["fee_token"],
+            "fee": str(fee),
+            "approvals": approvals,
+        }
+        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
+        return PreparedAction(
+            action_type=ctx.action_type,
+            payload_format="evm_tx_json",
+            payload=payload,
+            payload_hash=hashlib.sha256(payload.encode()).hexdigest(),
+            needs_signature=True,
+            signer_key=self._signer.key,
+        )
+
+    def lane_key(self, prepared: PreparedAction) -> str:
+        """The sender's nonce lane, shared with the evm executor's transfers."""
+        return nonce_lane_key(json.loads(prepared.payload))
+
+    async def submit(
+        self,
+        ctx: ExecutionContext,
+        prepared: PreparedAction,
+        signature: str | None,
+        idempotency_key: str,
+    ) -> SubmitResult:
+        if not signature:
+            raise SubmitRejected("ccip_send needs the signed transaction", code="CCIP_UNSIGNED")
+        tx = json.loads(prepared.payload)
+        meta = tx["qtg"]
+        lane = self._lane(meta["lane"])
+        chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
+        tx_hash = "0x" + keccak(bytes.fromhex(signature[2:])).hex()
+        where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
+        intent = await intents.write_intent(
+            self._db,
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            idempotency_key=idempotency_key,
+            lane=lane.name,
+            chain_id=chain_id,
+            source_selector=lane.source_selector,
+            dest_selector=lane.dest_selector,
+            router=lane.router,
+            sender=tx["from"].lower(),
+            receiver=meta["receiver"],
+            token=meta["token"],
+            amount=int(meta["amount"]),
+            fee_token=meta["fee_token"],
+            fee=int(meta["fee"]),
+            nonce=nonce,
+            tx_hash=tx_hash,
+        )
+        await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
+        approvals = meta.get("approvals") or []
+        for approval in approvals:
+            await evm_nonces.record_tx_hash(
+                self._db,
+                tx_hash=approval["tx_hash"],
+                chain_id=chain_id,
+                address=tx["from"],
+                nonce=approval["nonce"],
+            )
+        refs = _refs(lane, chain_id, tx_hash, tx["from"], nonce, intent["id"])
+        if approvals:
+            refs["approval_nonces"] = [a["nonce"] for a in approvals]
+        crash_point("before_broadcast")
+        rpc = self._rpcs[chain_id]
+        try:
+            for approval in approvals:  # just below the send's nonce, in order
+                await _broadcast(rpc, approval["raw"])
+                await evm_nonces.mark(
+                    self._db,
+                    state="broadcast",
+                    chain_id=chain_id,
+                    address=tx["from"],
+                    nonce=approval["nonce"],
+                )
+            await _broadcast(rpc, signature)
+        except RpcError as exc:
+            if "nonce too low" in exc.message.lower() or approvals:
+                # unknown: maybe our own earlier broadcast, or a raise went out before
+                # the refusal; recovery reads the chain
+                raise
+            await evm_nonces.mark(self._db, state="released", **where)
+            await intents.move(
+                self._db,
+                intent["id"],
+                S.RELEASED,
+                (S.PENDING,),
+                state_detail=f"refused: {exc.message}"[:500],
+            )
+            raise SubmitRejected(
+                f"node refused the ccipSend: {exc.message}", code="CCIP_REJECTED"
+            ) from None
+        crash_point("after_broadcast")
+        await intents.move(self._db, intent["id"], S.BROADCAST, (S.PENDING,))
+        await evm_nonces.mark(self._db, state="broadcast", **where)
+        return SubmitResult(provider_refs=refs)
+
+    async def observe(self, ctx: ExecutionContext) -> ObserveResult:
+        if ctx.action_type == "ccip_delivery":
+            return await self._observe_delivery(ctx)
+        refs = dict(ctx.node_provider_refs)
+        rpc = self._rpcs[int(refs["chain_id"])]
+        receipt = await rpc.receipt(refs["tx_hash"])
+        if receipt is None:
+            if await rpc.transaction(refs["tx_hash"]) is None:
+                return ObserveResult(
+                    status=ObserveStatus.UNKNOWN,
+                    error_code="CCIP_TX_DROPPED",
+                    error_detail="the ccipSend transaction is neither mined nor pending",
+                )
+            return ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=1.0)
+        return await self._mined(refs, receipt)
+
+    async def _mined(self, refs: dict[str, Any], receipt: dict[str, Any]) -> ObserveResult:
+        """A mined ccipSend: settle the nonce and the intent; the message id, or why not."""
+        block = int(receipt["blockNumber"], 16)
+        for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):  # all used, in order
+            await evm_nonces.mark(
+                self._db,
+                state="consumed",
+                chain_id=int(refs["chain_id"]),
+                address=refs["from"],
+                nonce=int(nonce),
+            )
+        intent_id = int(refs["intent_id"])
+        if int(receipt["status"], 16) != 1:
+            await intents.move(
+                self._db,
+                intent_id,
+                S.REVERTED,
+                (S.PENDING, S.BROADCAST, S.STRANDED),
+                block_number=block,
+                state_detail="ccipSend reverted",
+            )
+            return ObserveResult(
+                status=ObserveStatus.FAILED,
+                artifacts={"tx_hash": refs["tx_hash"], "block_number": block},
+                error_code="CCIP_SEND_REVERTED",
+                error_detail="the ccipSend transaction reverted: no message was sent",
+            )
+        message_id = message_id_from_logs(receipt.get("logs") or [])
+        if message_id is None:
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                error_code="CCIP_NO_MESSAGE_ID",
+                error_detail="the mined ccipSend has no CCIPMessageSent/CCIPSendRequested log",
+            )
+        await intents.move(
+            self._db, intent_id, S.SENT, intents.SENDABLE, message_id=message_id, block_number=block
+        )
+        sent = {"message_id": message_id, "send_block": block}
+        return ObserveResult(
+            status=ObserveStatus.COMPLETED,
+            provider_refs=sent,
+            artifacts={"tx_hash": refs["tx_hash"], "block_number": block, **sent},
+        )
+
+    async def _observe_delivery(self, ctx: ExecutionContext) -> ObserveResult:
+        refs = {**ctx.provider_context, **ctx.node_provider_refs}
+        message_id, lane_name = refs.get("message_id"), refs.get("lane")
+        if not message_id or not lane_name:
+            return ObserveResult(
+                status=ObserveStatus.FAILED,
+                error_code="CCIP_NO_MESSAGE",
+                error_detail="ccip_delivery needs a ccip_send before it (message_id, lane)",
+            )
+        lane = self._lane(lane_name)
+        dest = self._rpcs[lane.dest_chain_id]
+        known = refs.get("dest_from_block")
+        height = None
+        if known is None and lane.dest_chain_id != lane.chain_id:
+            height = await dest.block_number()
+        from_block = execution_from_block(
+            lane, int(refs.get("send_block", 0)), height, None if known is None else int(known)
+        )
+        address, topics = execution_topics(lane, message_id)
+        logs = await dest.call(
+            "eth_getLogs", {"address": address, "topics": topics, "fromBlock": hex(from_block)}
+        )
+        found = execution_from_logs(logs or [], message_id)
+        watched = {"message_id": message_id, "lane": lane.name, "dest_from_block": from_block}
+        if found is None:
+            return ObserveResult(status=ObserveStatus.PENDING, provider_refs=watched)
+        execution, dest_tx_hash = found
+        intent_id = int(refs["intent_id"]) if "intent_id" in refs else None
+        await intents.record_execution(self._db, intent_id, message_id, execution, dest_tx_hash)
+        done = {**watched, "dest_tx_hash": dest_tx_hash}
+        if execution is Execution.SUCCESS:
+            return ObserveResult(
+                status=ObserveStatus.COMPLETED,
+                provider_refs=done,
+                artifacts={**done, "delivery_status": "SUCCESS"},
+            )
+        return ObserveResult(
+            status=ObserveStatus.FAILED,
+            provider_refs=done,
+            artifacts={**done, "delivery_status": execution.value.upper()},
+            error_code="CCIP_MANUAL_EXECUTION_NEEDED",
+            error_detail="the message failed on the destination; CCIP allows manual execution",
+        )
+
+    async def recover(self, ctx: ExecutionContext) -> RecoverResult:
+        """From the chain: intent → transaction → message id → execution state."""
+        if ctx.action_type == "ccip_delivery":  # watching only: look again
+            seen = await self._observe_delivery(ctx)
+            if seen.status == ObserveStatus.COMPLETED:
+                return RecoverResult(
+                    outcome=RecoverOutcome.COMPLETED,
+                    provider_refs=seen.provider_refs,
+                    artifacts=seen.artifacts,
+                )
+            if seen.status == ObserveStatus.FAILED:
+                return RecoverResult(
+                    outcome=RecoverOutcome.FAILED,
+                    provider_refs=seen.provider_refs,
+                    artifacts=seen.artifacts,
+                    error_code=seen.error_code,
+                    error_detail=seen.error_detail,
+                )
+            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=seen.provider_refs)
+        intent = await intents.for_attempt(
+            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+        )
+        if intent is None:  # no write-ahead row: ccipSend was never broadcast
+            row = await evm_nonces.for_attempt(
+                self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+            )
+            _, send = self._send(ctx)
+            tokens = {send["token"], send["fee_token"]}
+            for held in [row, *await self._approval_rows(ctx, tokens)]:
+                if held is not None:  # never broadcast: nothing used these nonces
+                    await evm_nonces.mark(
+                        self._db,
+                        state="released",
+                        chain_id=held["chain_id"],
+                        address=held["address"],
+                        nonce=held["nonce"],
+                    )
+            return _not_sent("no send intent was written for this attempt")
+        lane = self._lane(intent["lane"])
+        refs = _refs(
+            lane,
+            intent["chain_id"],
+            intent["tx_hash"],
+            intent["sender"],
+            intent["nonce"],
+            intent["id"],
+        )
+        rpc = self._rpcs[intent["chain_id"]]
+        approvals = await self._approval_rows(ctx, {intent["token"], intent["fee_token"]})
+        if approvals:
+            refs["approval_nonces"] = [a["nonce"] for a in approvals]
+        receipt = await rpc.receipt(intent["tx_hash"])
+        if receipt is not None:
+            seen = await self._mined(refs, receipt)
+            if seen.status == ObserveStatus.COMPLETED:
+                return RecoverResult(
+                    outcome=RecoverOutcome.COMPLETED,
+                    provider_refs={**refs, **seen.provider_refs},
+                    artifacts=seen.artifacts,
+                )
+            if seen.status == ObserveStatus.FAILED:
+                return RecoverResult(
+                    outcome=RecoverOutcome.FAILED,
+                    provider_refs=refs,
+                    error_code=seen.error_code,
+                    error_detail=seen.error_detail,
+                )
+            return RecoverResult(outcome=RecoverOutcome.UNKNOWN, error_detail=seen.error_detail)
+        if await rpc.transaction(intent["tx_hash"]) is not None:
+            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
+        # Nothing on chain, and recovery holds the node past its grace: the process
+        # that would broadcast is gone. The nonce goes back (or is already used).
+        where = {
+            "chain_id": intent["chain_id"],
+            "address": intent["sender"],
+            "nonce": intent["nonce"],
+        }
+        mined = await rpc.nonce(intent["sender"], "latest")
+        await evm_nonces.mark(
+            self._db, state="consumed" if mined > intent["nonce"] else "released", **where
+        )
+        for row in approvals:  # a raise that went out stays the chain's; one that did not is freed
+            if row["tx_hash"] and await rpc.transaction(row["tx_hash"]) is not None:
+                continue
+            await evm_nonces.mark(
+                self._db,
+                state="consumed" if mined > row["nonce"] else "released",
+                chain_id=row["chain_id"],
+                address=row["address"],
+                nonce=row["nonce"],
+            )
+        await intents.move(
+            self._db,
+            intent["id"],
+            S.RELEASED,
+            (S.PENDING, S.BROADCAST, S.STRANDED),
+            state_detail="recovery: the chain has no ccipSend for this attempt",
+        )
+        return _not_sent("the chain has no ccipSend for this attempt")
+
+    async def _approval_rows(self, ctx: ExecutionContext, tokens: set[str | None]) -> list[dict]:
+        """The allowance-raise reservations of this attempt (see `_approvals`)."""
+        rows = []
+        for token in tokens - {None}:
+            row = await evm_nonces.for_attempt(
+                self._db,
+                request_node_id=f"{ctx.request_node_id}:approve:{token}",
+                attempt_no=ctx.attempt_no,
+            )
+            if row is not None:
+                rows.append(row)
+        return sorted(rows, key=lambda r: r["nonce"])
+
+    async def health(self) -> HealthReport:
+        detail: dict[str, Any] = {}
+        state = HealthState.HEALTHY
+        for name, lane in self._lanes.items():
+            try:
+                code = await self._rpcs[lane.chain_id].call("eth_getCode", lane.router, "latest")
+                detail[name] = {"router_has_code": code not in ("0x", "0x0", None)}
+            except Exception as exc:  # a chain that does not answer degrades, never crashes
+                detail[name] = {"error": type(exc).__name__}
+                state = HealthState.DEGRADED
+        return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
+
+
+async def _broadcast(rpc: EvmRpc, raw: str) -> None:
+    """eth_sendRawTransaction; the same bytes already in flight count as sent."""
+    try:
+        await rpc.call("eth_sendRawTransaction", raw)
+    except RpcError as exc:
+        if "already known" not in exc.message.lower():
+            raise
+
+
+def _refs(lane: Lane, chain_id: int, tx_hash: str, sender: str, nonce: int, intent_id: int) -> dict:
+    return {
+        "chain_id": chain_id,
+        "tx_hash": tx_hash,
+        "from": sender,
+        "nonce": nonce,
+        "lane": lane.name,
+        "intent_id": intent_id,
+    }
+
+
+def _not_sent(detail: str) -> RecoverResult:
+    """Provably nothing sent under this attempt: qtg may attempt again (a new key)."""
+    return RecoverResult(
+        outcome=RecoverOutcome.NOT_SUBMITTED, error_code="CCIP_NOT_SENT", error_detail=detail
+    )

@@ -1,0 +1,242 @@
+"""CCIP send intents and ccip_stranded_reaper (issue 12, reference §11).
+
+A send intent (`ccip_send_intents`, migrations/0015_ccip.sql) is the
+write-ahead row of one ccipSend: committed before the broadcast with the lane,
+token, amount, fee, nonce and the signed transaction's hash, then moved on with
+the message id (`sent`) and the destination's execution state. Every move names
+the states it may leave, and the database refuses a transition it does not list.
+
+ccip_stranded_reaper: intents unresolved past MG_CCIP_SEND_INTENT_STRANDED_SECONDS
+are claimed FOR UPDATE SKIP LOCKED (with their node, so a node another worker
+holds is left to it, and two runtimes never take one intent) and resolved from
+the chain where it can tell (`qtg.domain.ccip.reap_verdict`): mined → the message
+id is attached; the nonce used by another transaction → released, and
+node_recovery is woken for the node; otherwise (a chain that does not answer
+included) stranded, with a request_attention event and a critical notification —
+never dropped silently. The worker is in the core fail-fast group: any other
+error is raised, not swallowed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from qtg.db import Database, Tx, sql_family
+from qtg.domain.ccip import (
+    Execution,
+    IntentState,
+    Verdict,
+    execution_from_block,
+    execution_from_logs,
+    execution_topics,
+    message_id_from_logs,
+    parse_lanes,
+    reap_verdict,
+)
+from qtg.providers.evm.rpc import RpcError, RpcUnavailable
+from qtg.services import notifications
+from qtg.services.context import ServiceContext
+
+SQL = sql_family(
+    "ccip",
+    "insert_intent",
+    "for_attempt",
+    "for_message",
+    "move",
+    "claim_unresolved",
+    "strand",
+    "wake_recovery",
+    "list_intents",
+)
+
+log = logging.getLogger("qtg.services.ccip")
+
+S = IntentState
+UNRESOLVED = (S.PENDING, S.BROADCAST)
+#: an intent may take its message id from these states
+SENDABLE = (S.PENDING, S.BROADCAST, S.STRANDED)
+#: a sent message's execution may be recorded from these states
+DELIVERABLE = (S.SENT, S.STRANDED, S.MANUAL_EXECUTION_NEEDED)
+REAP_BATCH = 100
+
+
+async def write_intent(db: Database, **fields: Any) -> dict[str, Any]:
+    """The write-ahead row (committed on return); the existing one for a repeated key."""
+    async with db.transaction() as tx:
+        row = await tx.fetchrow(SQL.insert_intent, fields)
+    return dict(row)
+
+
+async def for_attempt(db: Database, *, request_node_id: str, attempt_no: int) -> dict | None:
+    async with db.transaction() as tx:
+        row = await tx.fetchrow(
+            SQL.for_attempt, {"request_node_id": request_node_id, "attempt_no": attempt_no}
+        )
+    return dict(row) if row is not None else None
+
+
+async def move(
+    db_or_tx: Database | Tx,
+    intent_id: int,
+    state: IntentState,
+    from_states: tuple[IntentState, ...],
+    **fields: Any,
+) -> bool:
+    """Move an intent to `state` if it is in one of `from_states`; True when this call did."""
+    args = {
+        "id": intent_id,
+        "state": state.value,
+        "from_states": [s.value for s in from_states],
+        "message_id": fields.get("message_id"),
+        "block_number": fields.get("block_number"),
+        "dest_tx_hash": fields.get("dest_tx_hash"),
+        "state_detail": fields.get("state_detail"),
+    }
+    if isinstance(db_or_tx, Tx):
+        return await _move(db_or_tx, intent_id, state, args)
+    async with db_or_tx.transaction() as tx:
+        return await _move(tx, intent_id, state, args)
+
+
+async def _move(tx: Tx, intent_id: int, state: IntentState, args: dict[str, Any]) -> bool:
+    if await tx.fetchrow(SQL.move, args) is None:
+        return False
+    if state is not S.STRANDED and S.STRANDED in args["from_states"]:
+        # it was (maybe) stranded and the chain has answered since: the page is over
+        await notifications.resolve_notification(tx, stranded_dedupe_key(intent_id))
+    return True
+
+
+def stranded_dedupe_key(intent_id: int) -> str:
+    """The notification of a stranded intent (sql/ccip/strand.sql raises it)."""
+    return f"ccip_stranded:{intent_id}"
+
+
+async def record_execution(
+    db: Database,
+    intent_id: int | None,
+    message_id: str,
+    execution: Execution,
+    dest_tx_hash: str | None,
+) -> None:
+    """The destination's execution state of a message, on its intent: the send's own
+    intent when the caller knows it (Chainlink Local's ids repeat for equal messages),
+    else the one carrying the message id."""
+    async with db.transaction() as tx:
+        if intent_id is None:
+            row = await tx.fetchrow(SQL.for_message, {"message_id": message_id})
+            if row is None:
+                return
+            intent_id = row["id"]
+        await move(
+            tx, intent_id, IntentState(execution.value), DELIVERABLE, dest_tx_hash=dest_tx_hash
+        )
+
+
+async def list_intents(db: Database, request_id: Any) -> list[dict[str, Any]]:
+    async with db.transaction() as tx:
+        rows = await tx.fetch(SQL.list_intents, {"request_id": request_id})
+    return [dict(r) for r in rows]
+
+
+async def reap_stranded_intents(ctx: ServiceContext) -> int:
+    """The ccip_stranded_reaper pass: returns how many intents it resolved or stranded."""
+    rpcs: dict[int, Any] = getattr(ctx.providers, "evm_rpcs", {})
+    lanes = parse_lanes(ctx.settings.ccip_lanes)
+    done = 0
+    released = False
+    async with ctx.db.transaction() as tx:
+        rows = await tx.fetch(
+            SQL.claim_unresolved,
+            {
+                "threshold_seconds": ctx.settings.ccip_send_intent_stranded_seconds,
+                "limit": REAP_BATCH,
+            },
+        )
+        for row in rows:
+            try:
+                verdict, facts = await _look_up(row, rpcs.get(row["chain_id"]), lanes, rpcs)
+            except (RpcError, RpcUnavailable) as exc:  # the chain cannot tell: a person must
+                verdict = Verdict.STRANDED
+                facts = {"state_detail": f"the chain did not answer: {type(exc).__name__}"}
+            if verdict is Verdict.SENT:
+                await move(tx, row["id"], S.SENT, UNRESOLVED, **facts)
+            elif verdict is Verdict.DELIVERED:
+                if row["state"] != S.SENT:
+                    await move(tx, row["id"], S.SENT, UNRESOLVED, **facts)
+                await move(tx, row["id"], S.SUCCESS, DELIVERABLE, **facts)
+            elif verdict is Verdict.REVERTED:
+                await move(tx, row["id"], S.REVERTED, UNRESOLVED, **facts)
+            elif verdict is Verdict.RELEASED:
+                await move(tx, row["id"], S.RELEASED, UNRESOLVED, **facts)
+                released = True
+            else:
+                detail = facts.get("state_detail") or "the chain cannot tell"
+                await tx.fetchrow(SQL.strand, {"id": row["id"], "detail": detail})
+                log.warning(
+                    "request_attention: ccip send intent stranded",
+                    extra={
+                        "intent_id": row["id"],
+                        "request_id": str(row["request_id"]),
+                        "tx_hash": row["tx_hash"],
+                        "detail": detail,
+                    },
+                )
+            done += 1
+        if released:
+            await tx.fetchrow(SQL.wake_recovery, {})
+    return done
+
+
+async def _look_up(
+    row: Any, rpc: Any, lanes: dict[str, Any], rpcs: dict[int, Any]
+) -> tuple[Verdict, dict[str, Any]]:
+    """Ask the chain about one intent: the verdict and the facts to record with it."""
+    if rpc is None:
+        return Verdict.STRANDED, {
+            "state_detail": f"no EVM client for chain {row['chain_id']} in this process"
+        }
+    receipt = await rpc.receipt(row["tx_hash"])
+    facts: dict[str, Any] = {}
+    executed = False
+    status = None
+    message_id = row["message_id"]
+    if receipt is not None:
+        status = int(receipt["status"], 16)
+        message_id = message_id or message_id_from_logs(receipt.get("logs") or [])
+        facts = {"message_id": message_id, "block_number": int(receipt["blockNumber"], 16)}
+        lane = lanes.get(row["lane"])
+        dest = rpcs.get(lane.dest_chain_id) if lane is not None else None
+        if status == 1 and message_id and dest is not None:
+            address, topics = execution_topics(lane, message_id)
+            start = execution_from_block(lane, facts["block_number"], await dest.block_number())
+            logs = await dest.call(
+                "eth_getLogs", {"address": address, "topics": topics, "fromBlock": hex(start)}
+            )
+            found = execution_from_logs(logs or [], message_id)
+            executed = found is not None and found[0] is Execution.SUCCESS
+            if found is not None:
+                facts["dest_tx_hash"] = found[1]
+        if status != 1:
+            facts["state_detail"] = "the ccipSend transaction reverted"
+        elif not executed:
+            facts["state_detail"] = "sent, but no execution on the destination yet"
+    known = receipt is not None or await rpc.transaction(row["tx_hash"]) is not None
+    mined_nonce = await rpc.nonce(row["sender"], "latest")
+    verdict = reap_verdict(
+        state=row["state"],
+        receipt_status=status,
+        message_id=message_id,
+        tx_known=known,
+        nonce=row["nonce"],
+        mined_nonce=mined_nonce,
+        executed=executed,
+    )
+    if verdict is Verdict.RELEASED:
+        facts["state_detail"] = "the nonce went to another transaction: never sent"
+    elif verdict is Verdict.STRANDED and "state_detail" not in facts:
+        facts["state_detail"] = (
+            "broadcast but not mined" if known else "nothing on chain, nonce still free"
+        )
+    return verdict, facts

@@ -1,0 +1,164 @@
+"""ccip_stranded_reaper (issue 12, reference §11) against real PostgreSQL and a real anvil:
+
+- an intent older than the threshold with nothing on chain is stranded and pages
+  (a request_attention event, a critical notification), once;
+- one whose ccipSend was mined after all gets its message id (and, delivered,
+  its execution state); one whose nonce went to another transaction is released
+  and node_recovery is woken;
+- two reapers on their own pools, at once, never process one intent twice.
+"""
+
+from __future__ import annotations
+
+import trio
+from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, free_port
+from runtime.rt_procs import query
+
+from ccip.flow import intent, never_broadcast, nodes
+from ccip.local import SELECTOR, send, set_up
+from qtg.config import Settings
+from qtg.db import Database
+from qtg.domain.ccip import IntentState, ccip_send_data, evm2any_message
+from qtg.providers.registry import build_registry
+from qtg.services import ccip as intents
+from qtg.services.context import ServiceContext
+
+EVENTS = (
+    "SELECT n.id::text, e.payload->>'reason' FROM movement_events e"
+    " JOIN movement_request_nodes n ON n.id = e.node_id"
+    " WHERE e.event_type = 'request_attention' ORDER BY e.id"
+)
+
+
+def settings_for(dsn: str, anvil, local, **env: str) -> Settings:
+    return Settings.from_env(
+        {
+            "MG_DATABASE_URL": dsn,
+            "MG_PROVIDERS": "evm,ccip",
+            "MG_EVM_RPC_URLS": f"{CHAIN_ID}={anvil.url}",
+            "MG_EVM_SIGNER_PRIVATE_KEY": KEYS[0],
+            "MG_CCIP_LANES": local.lanes_env(),
+            "MG_CCIP_SEND_INTENT_STRANDED_SECONDS": "0.001",
+            **env,
+        }
+    )
+
+
+async def test_nothing_on_chain_is_stranded_and_pages_once(anvil, dsn, db) -> None:
+    local = set_up(anvil)
+    settings = settings_for(dsn, anvil, local)
+    ctx = ServiceContext(db=db, settings=settings, providers=build_registry(settings, db))
+    [node] = await nodes(db, local, 1)
+    free = anvil.nonce(ADDRESSES[1])  # nobody used it: the chain cannot tell
+    row = await intent(db, local, node, tx_hash=never_broadcast(), nonce=free, sender=ADDRESSES[1])
+    young = ServiceContext(
+        db=db,
+        settings=settings.replace(ccip_send_intent_stranded_seconds=3600.0),
+        providers=ctx.providers,
+    )
+    assert await intents.reap_stranded_intents(young) == 0  # younger than the threshold
+    assert query(dsn, "SELECT state FROM ccip_send_intents") == [("pending",)]
+    try:
+        assert await intents.reap_stranded_intents(ctx) == 1
+        assert await intents.reap_stranded_intents(ctx) == 0  # stranded is out of its scan
+    finally:
+        await ctx.providers.aclose()
+    [(state, detail)] = query(dsn, "SELECT state, state_detail FROM ccip_send_intents")
+    assert (state, detail) == ("stranded", "nothing on chain, nonce still free")
+    assert query(dsn, EVENTS) == [(node, "ccip send intent stranded")]
+    pages = query(
+        dsn,
+        "SELECT kind, severity, occurrences, links->>'intent_id' FROM notifications"
+        " WHERE kind = 'ccip_stranded'",
+    )
+    assert pages == [("ccip_stranded", "critical", 1, str(row["id"]))]
+    # later the chain answers (here: recovery releases it): the page is resolved
+    assert await intents.move(db, row["id"], IntentState.RELEASED, intents.SENDABLE)
+    assert query(
+        dsn, "SELECT resolved_at IS NOT NULL FROM notifications WHERE kind = 'ccip_stranded'"
+    ) == [(True,)]
+
+
+async def test_the_chain_decides_sent_delivered_and_released(anvil, dsn, db, hub) -> None:
+    local = set_up(anvil)
+    settings = settings_for(dsn, anvil, local)
+    ctx = ServiceContext(db=db, settings=settings, providers=build_registry(settings, db))
+    sent_node, used_node = await nodes(db, local, 2)
+    # a ccipSend that went out after all (sent here by hand; no SUBMITTED was recorded)
+    send(anvil, local.bnm, "0x095ea7b3" + local.router[2:].rjust(64, "0") + f"{10**17:064x}")
+    message = evm2any_message(local.receiver, local.bnm, 10**17, None, 200_000)
+    nonce = anvil.nonce(ADDRESSES[0])
+    receipt = send(anvil, local.router, ccip_send_data(SELECTOR, message))
+    await intent(
+        db, local, sent_node, tx_hash=receipt["transactionHash"], nonce=nonce, sender=ADDRESSES[0]
+    )
+    # a transaction that was never broadcast, whose nonce another one used
+    await intent(db, local, used_node, tx_hash=never_broadcast(), nonce=0, sender=ADDRESSES[0])
+    woken = hub.subscribe("qtg_recover")  # released: node_recovery is woken
+    try:
+        assert await intents.reap_stranded_intents(ctx) == 2
+    finally:
+        await ctx.providers.aclose()
+    with trio.fail_after(5):
+        await woken.wait()
+    rows = query(
+        dsn,
+        "SELECT request_node_id::text, state, message_id IS NOT NULL, dest_tx_hash"
+        " FROM ccip_send_intents ORDER BY id",
+    )
+    assert rows == [
+        (sent_node, "success", True, receipt["transactionHash"]),
+        (used_node, "released", False, None),
+    ]
+    assert query(dsn, EVENTS) == []  # the chain could tell: nobody is paged
+
+
+async def test_two_reapers_at_once_never_process_one_intent_twice(
+    anvil, dsn, db, monkeypatch
+) -> None:
+    local = set_up(anvil)
+    monkeypatch.setattr(intents, "REAP_BATCH", 15)  # several claims per reaper
+    count = 45
+    for node in await nodes(db, local, count):
+        nonce = anvil.nonce(ADDRESSES[1])
+        await intent(db, local, node, tx_hash=never_broadcast(), nonce=nonce, sender=ADDRESSES[1])
+    done: dict[str, int] = {"a": 0, "b": 0}
+
+    async def reaper(name: str) -> None:
+        async with Database(dsn, min_size=1, max_size=2) as own:
+            settings = settings_for(dsn, anvil, local)
+            ctx = ServiceContext(db=own, settings=settings, providers=build_registry(settings, own))
+            try:
+                while (n := await intents.reap_stranded_intents(ctx)) > 0:
+                    done[name] += n
+            finally:
+                await ctx.providers.aclose()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reaper, "a")
+        nursery.start_soon(reaper, "b")
+    assert done["a"] + done["b"] == count  # every intent once, none twice
+    assert done["a"] > 0 and done["b"] > 0  # both really reaped, side by side
+    events = query(dsn, EVENTS)
+    assert len(events) == count and len({node for node, _ in events}) == count
+    assert query(dsn, "SELECT DISTINCT state FROM ccip_send_intents") == [("stranded",)]
+    assert query(
+        dsn, "SELECT count(*), max(occurrences) FROM notifications WHERE kind = 'ccip_stranded'"
+    ) == [(count, 1)]
+
+
+async def test_a_chain_that_does_not_answer_strands_the_intent(anvil, dsn, db) -> None:
+    local = set_up(anvil, drips=0)
+    settings = settings_for(dsn, anvil, local, MG_EVM_RPC_READ_RETRIES="0")
+    ctx = ServiceContext(db=db, settings=settings, providers=build_registry(settings, db))
+    [node] = await nodes(db, local, 1)
+    await intent(db, local, node, tx_hash=never_broadcast(), nonce=0, sender=ADDRESSES[1])
+    ctx.providers.evm_rpcs[CHAIN_ID].url = f"http://127.0.0.1:{free_port()}"  # the node is gone
+    try:
+        assert await intents.reap_stranded_intents(ctx) == 1  # not an endless retry
+    finally:
+        await ctx.providers.aclose()
+    assert query(dsn, "SELECT state, state_detail FROM ccip_send_intents") == [
+        ("stranded", "the chain did not answer: RpcUnavailable")
+    ]
+    assert query(dsn, EVENTS) == [(node, "ccip send intent stranded")]

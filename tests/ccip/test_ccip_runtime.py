@@ -1,0 +1,110 @@
+"""Done-when of issue 12 under a real `bin/qtg-runtime`, a real anvil and Chainlink
+Local's CCIPLocalSimulator:
+
+- a movement `ccip_send` → `ccip_delivery` completes; its intent carries the tx
+  hash and message id; the receiver's balance moved once;
+- kill -9 between the intent's commit and the broadcast, and between the
+  broadcast and the SUBMITTED commit (QTG_TEST_CRASH_AT, the evm executor's
+  crash points): after a restart the intent and the node end where the chain
+  says, with one ccipSend at most.
+"""
+
+from __future__ import annotations
+
+import pytest
+from evm.anvil import ADDRESSES, token_balance
+from runtime.rt_procs import all_completed, query, wait_until
+
+from ccip.flow import intents, launch, seed
+from ccip.local import ccip_send_count, set_up
+
+pytestmark = pytest.mark.slow
+
+WEI = 10**18
+RECOVER_FAST = {
+    "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_CCIP": "0.5",
+    "MG_NODE_RECOVERY_INTERVAL_SECONDS": "0.2",
+}
+
+
+def test_a_movement_sends_and_delivers_once_on_the_local_lane(anvil, dsn, procs) -> None:
+    local = set_up(anvil)
+    held = token_balance(anvil, local.bnm, ADDRESSES[0])
+    proc = launch(procs, dsn, anvil, local)
+    ready = proc.wait_ready()
+    assert "ccip_stranded_reaper" in ready["workers"]
+    ids = seed(dsn, local, ["0.25"])
+    wait_until(lambda: all_completed(dsn, ids), 60, "the ccip movement to complete")
+    [(state, tx_hash, message_id, attempt_no, dest_tx_hash)] = intents(dsn)
+    assert (state, attempt_no) == ("success", 1)
+    receipt = anvil.call("eth_getTransactionReceipt", tx_hash)
+    assert receipt["status"] == "0x1" and receipt["to"].lower() == local.router
+    assert message_id is not None and message_id in receipt["logs"][-1]["data"]
+    assert dest_tx_hash == tx_hash  # the local router delivers within the send
+    assert token_balance(anvil, local.bnm, local.receiver) == WEI // 4  # moved once
+    assert token_balance(anvil, local.bnm, ADDRESSES[0]) == held - WEI // 4
+    assert ccip_send_count(anvil, local.router) == 1
+    [(refs, artifacts)] = query(
+        dsn,
+        "SELECT provider_refs, artifacts FROM movement_request_nodes WHERE node_key = 'deliver'",
+    )
+    assert refs["message_id"] == message_id and artifacts["delivery_status"] == "SUCCESS"
+    # the approve and the send: two transactions, their reservations consumed
+    assert query(dsn, "SELECT DISTINCT state FROM evm_nonce_reservations") == [("consumed",)]
+
+
+def test_kill_after_the_broadcast_before_submitted_follows_the_chain(anvil, dsn, procs):
+    local = set_up(anvil)
+    doomed = launch(procs, dsn, anvil, local, QTG_TEST_CRASH_AT="after_broadcast")
+    doomed.wait_ready()
+    ids = seed(dsn, local, ["0.5"], batch="after")
+    assert doomed.wait_exit(60) == -9  # it died with the ccipSend mined
+    [(state, tx_hash, message_id, _, _)] = intents(dsn)
+    assert (state, message_id) == ("pending", None)  # broadcast was never recorded
+    assert anvil.call("eth_getTransactionReceipt", tx_hash)["status"] == "0x1"
+    [(node_state,)] = query(
+        dsn, "SELECT node_state FROM movement_request_nodes WHERE node_key = 'send'"
+    )
+    assert node_state == "SUBMITTING"
+    launch(procs, dsn, anvil, local, **RECOVER_FAST).wait_ready()
+    wait_until(lambda: all_completed(dsn, ids), 60, "recovery to follow the mined ccipSend")
+    [(state, tx_hash_after, message_id, attempt_no, _)] = intents(dsn)
+    assert (state, tx_hash_after, attempt_no) == ("success", tx_hash, 1)
+    assert message_id is not None
+    assert ccip_send_count(anvil, local.router) == 1  # no second ccipSend
+    assert token_balance(anvil, local.bnm, local.receiver) == WEI // 2
+
+
+def test_kill_after_the_intent_before_the_broadcast_sends_once_on_a_new_attempt(anvil, dsn, procs):
+    local = set_up(anvil)
+    doomed = launch(procs, dsn, anvil, local, QTG_TEST_CRASH_AT="before_broadcast")
+    doomed.wait_ready()
+    ids = seed(dsn, local, ["0.5"], batch="before")
+    assert doomed.wait_exit(60) == -9
+    [(state, tx_hash, _, attempt_no, _)] = intents(dsn)
+    assert (state, attempt_no) == ("pending", 1)  # committed ahead of the broadcast
+    assert anvil.call("eth_getTransactionByHash", tx_hash) is None  # never broadcast
+    assert ccip_send_count(anvil, local.router) == 0
+    launch(procs, dsn, anvil, local, **RECOVER_FAST).wait_ready()
+    wait_until(lambda: all_completed(dsn, ids), 60, "a new attempt to complete")
+    rows = intents(dsn)
+    # attempt 1 released from the chain's answer; attempt 2 sent and delivered
+    assert [(r[0], r[3]) for r in rows] == [("released", 1), ("success", 2)]
+    sent = rows[1][1]
+    assert anvil.call("eth_getTransactionReceipt", sent)["status"] == "0x1"
+    if sent != tx_hash:  # same nonce and fees sign to the very same bytes; else the old never went
+        assert anvil.call("eth_getTransactionByHash", tx_hash) is None
+    assert ccip_send_count(anvil, local.router) == 1  # one ccipSend in all
+    assert token_balance(anvil, local.bnm, local.receiver) == WEI // 2
+
+
+def test_sends_prepared_side_by_side_each_raise_their_own_allowance(anvil, dsn, procs) -> None:
+    """One batch claims three sends from one signer: each raises the router's allowance by
+    its own amount, so none spends another's (a set-not-raised approve would revert two)."""
+    local = set_up(anvil)
+    launch(procs, dsn, anvil, local).wait_ready()
+    ids = seed(dsn, local, ["0.2", "0.2", "0.2"], batch="side")
+    wait_until(lambda: all_completed(dsn, ids), 90, "three ccip movements to complete")
+    assert sorted(r[0] for r in intents(dsn)) == ["success"] * 3
+    assert ccip_send_count(anvil, local.router) == 3
+    assert token_balance(anvil, local.bnm, local.receiver) == 3 * WEI // 5
