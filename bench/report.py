@@ -248,10 +248,10 @@ def _details(r: Results) -> list[str]:
                    "bench/sql/pickup_breakdown.sql):\n")
         out.append("| segment | what | p50 ms | p99 ms |\n|---|---|---|---|")
         what = {"wake": "READY commit → BEGIN: NOTIFY, hub, wake-up, pooled connection, BEGIN",
-                "claim": "list, SAVEPOINT, claim, RELEASE, load request, load nodes, "
-                         "UPDATE request",
-                "prepare": "load plan edges + drift check, context, preflight, prepare, "
-                           "sign (Python) + write-ahead UPDATE",
+                "claim": "batch claim (with its request and plan edges), load nodes, "
+                         "drift check, context, preflight, prepare, sign (Python), then "
+                         "the deferred UPDATE request (pipelined at commit)",
+                "prepare": "the write-ahead UPDATE, pipelined right after the request's",
                 "commit": "COMMIT (+ WAL flush)"}
         for segment, values in pickup.breakdown.items():
             summary = Summary.of(values)

@@ -388,6 +388,12 @@ class Settings:
     ccip_sidecar_url: str | None = setting("MG_CCIP_SIDECAR_URL", None)
     ccip_sidecar_timeout_seconds: float = interval("MG_CCIP_SIDECAR_TIMEOUT_SECONDS", 10.0)
 
+    # ---- speed, part 2 (issue 15: batched observation)
+    # true: an observer pass claims up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
+    # statement, observes them side by side and commits every outcome in one
+    # transaction. false: the reference's one claim and transaction per node.
+    node_observe_batch_claim: bool = setting("MG_NODE_OBSERVE_BATCH_CLAIM", True)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every setting from `env` (default: the process environment)."""

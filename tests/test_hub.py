@@ -93,3 +93,11 @@ def test_unknown_channel_is_refused() -> None:
     hub = ListenHub("postgresql://unused")
     with pytest.raises(ValueError, match="qtg_nope"):
         hub.subscribe("qtg_nope")
+
+
+def test_wake_sets_only_this_channels_subscribers_without_a_notify() -> None:
+    hub = ListenHub("postgresql://unused")  # never run: wake() needs no connection
+    dispatch, observe = hub.subscribe("qtg_dispatch"), hub.subscribe("qtg_observe")
+    hub.wake("qtg_dispatch")
+    assert dispatch.is_set() and not observe.is_set()
+    assert hub.notifications == 0

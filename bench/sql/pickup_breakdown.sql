@@ -5,10 +5,12 @@
 -- write-ahead UPDATE); event rows carry clock_timestamp() at their INSERT.
 --   wake:    READY commit → BEGIN (NOTIFY delivery, the hub, the dispatcher's
 --            wake-up, a pooled connection, the BEGIN round trip)
---   claim:   BEGIN → EXECUTING row (candidate list, savepoint, claim, release,
---            load request, load nodes, the request UPDATE)
---   prepare: EXECUTING row → SUBMITTING row (plan edges, drift check, context,
---            preflight, prepare, sign, the write-ahead UPDATE)
+--   claim:   BEGIN → EXECUTING row (the batch claim with its request and plan
+--            edges, load nodes, drift check, context, preflight, prepare, sign,
+--            then the request UPDATE: it is deferred, so it runs in the
+--            pipeline sent ahead of the COMMIT)
+--   prepare: EXECUTING row → SUBMITTING row (the write-ahead UPDATE, next in
+--            that pipeline)
 --   commit:  SUBMITTING row → its commit (the COMMIT round trip)
 SELECT 1000 * extract(epoch FROM node.started_at
                                - pg_xact_commit_timestamp(ready.xact_id::xid)) AS wake,

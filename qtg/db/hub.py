@@ -128,6 +128,14 @@ class ListenHub:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
+    def wake(self, channel: str) -> None:
+        """Wake this process's subscribers of `channel` now, without the NOTIFY
+        round trip (issue 15): for a commit that made work this very process
+        can take. The trigger's NOTIFY still goes to every other process (and
+        comes back here too: one more, coalesced, pass at most)."""
+        for wakeup in self._wakeups.get(channel, ()):
+            wakeup.set()
+
     def wake_all(self) -> None:
         for subscribers in self._wakeups.values():
             for wakeup in subscribers:

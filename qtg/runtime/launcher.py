@@ -588,13 +588,22 @@ async def _run(
     providers = providers_factory(settings, db)
     if hasattr(providers, "aclose"):
         closers.append(providers.aclose)
+    metrics = RuntimeMetrics()
     runtime = Runtime(
         settings=settings,
         args=args,
         db=db,
         hub=hub,
         providers=providers,
-        ctx=ServiceContext(db=db, settings=settings, providers=providers),
+        # the workers' context: in-process wake-ups (reactive only) and the metrics
+        ctx=ServiceContext(
+            db=db,
+            settings=settings,
+            providers=providers,
+            wake=hub.wake if settings.reactive else None,
+            metrics=metrics,
+        ),
+        metrics=metrics,
         process=heartbeat_rows.ProcessId.current(),
         api_socket=api_socket,
         api_ctx=ServiceContext(db=api_db, settings=settings, providers=providers)

@@ -6,6 +6,9 @@ test process never share or collide on series.
 
 What is measured where:
 - workers: `WorkerMetrics`, fed by the one worker loop (qtg/runtime/loop.py);
+- nodes: pickup latency and time in each state (`node_left_state`), fed by
+  the dispatcher and the observer from their claims' database clock (the
+  state's start is movement_request_nodes.state_entered_at, migration 0017);
 - API requests: `qtg.api.app.RequestMetrics` middleware, by route *template*;
 - backlogs: read from the database at scrape time by one bounded query
   (sql/metrics/backlog.sql), cached `BACKLOG_CACHE_SECONDS` so that many
@@ -56,6 +59,12 @@ BACKLOG_SERIES: tuple[tuple[str, str], ...] = (
 
 _PASS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Pickup: issue 15's target is p50 2 ms / p99 5 ms, so fine buckets at the bottom.
+_PICKUP_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Time in a state: milliseconds (a sandbox node) to an hour (a bridge's attestation).
+_STATE_BUCKETS = (
+    0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0
+)  # fmt: skip
 
 
 class WorkerMetrics:
@@ -154,6 +163,22 @@ class RuntimeMetrics:
             "Backlog queries that failed (the previous values are kept)",
             registry=r,
         )
+        self.node_pickup_seconds = Histogram(
+            "qtg_node_pickup_seconds",
+            "READY to claimed by a dispatcher: the claim's database clock minus the time "
+            "the node became READY",
+            buckets=_PICKUP_BUCKETS,
+            registry=r,
+        )
+        self.node_state_seconds = Histogram(
+            "qtg_node_state_seconds",
+            "Time a node spent in a state, observed when a worker of this process moved "
+            "it on (READY: claimed; SUBMITTING: submit recorded; SUBMITTED, OBSERVING: "
+            "observed on or finished)",
+            ["state"],
+            buckets=_STATE_BUCKETS,
+            registry=r,
+        )
         self._backlog_lock = trio.Lock()
         self._backlog_at: float | None = None
 
@@ -168,6 +193,14 @@ class RuntimeMetrics:
                 "instance_id": instance,
             }
         )
+
+    def node_left_state(self, state: str, seconds: float) -> None:
+        """A worker moved a node out of `state` after `seconds` in it (leaving
+        READY is a pickup, so it also feeds qtg_node_pickup_seconds)."""
+        seconds = max(0.0, float(seconds))
+        self.node_state_seconds.labels(state=state).observe(seconds)
+        if state == "READY":
+            self.node_pickup_seconds.observe(seconds)
 
     def worker(self, name: str) -> WorkerMetrics:
         return WorkerMetrics(self, name)

@@ -1,7 +1,9 @@
-"""What every service pass is handed: the database, the settings and the providers."""
+"""What every service pass is handed: the database, the settings and the providers,
+and, in a runtime, its in-process wake-ups and metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,6 +12,7 @@ from qtg.db import Database
 
 if TYPE_CHECKING:
     from qtg.providers.registry import ProviderRegistry
+    from qtg.runtime.metrics import RuntimeMetrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,3 +20,14 @@ class ServiceContext:
     db: Database
     settings: Settings
     providers: ProviderRegistry
+    #: Wake this process's workers of a channel in-process (the runtime passes
+    #: ListenHub.wake; None outside a reactive runtime: the NOTIFY does it).
+    wake: Callable[[str], None] | None = None
+    #: The runtime's instruments (node pickup and time-in-state histograms).
+    metrics: RuntimeMetrics | None = None
+
+    def node_left_state(self, state: str, seconds: float) -> None:
+        """Record that a node this pass moved on spent `seconds` in `state`
+        (after the commit that moved it; a no-op without metrics)."""
+        if self.metrics is not None:
+            self.metrics.node_left_state(state, seconds)

@@ -18,19 +18,20 @@ is a safe FAILED (an operator may retry). After it, only the executor's own
 a dead database connection (psycopg.OperationalError), which says nothing about
 the provider: the node is left SUBMITTING, for recovery to find out.
 
-Lock order (relied on by `_submit`): while submit runs and while its outcome
-is written, `_submit` holds exactly one row, its SUBMITTING node, and waits for
-no other lock. The request is locked afterwards, in a transaction of its own,
-to move the request on. The observer, recovery and the API operations do hold
-a request and then touch its nodes (the API paths take the request with a
-plain, waiting FOR UPDATE) — but none of them waits for a SUBMITTING node's
-row: claims skip locked rows, and the API's node updates are filtered to
-BLOCKED/READY/FAILED nodes. So no cycle can form, and a submit's outcome is
-never lost behind an observer's provider call (issue 10). Every claim and
-lock of a request or node row is FOR NO KEY UPDATE, not FOR UPDATE: as
-exclusive among the workers and the API, but not in conflict with the
-foreign-key checks (FOR KEY SHARE) of the movement_events rows that the
-outcome's UPDATE writes — with FOR UPDATE those would wait for the request.
+Lock order (relied on by `submit_all`): while the submits run and while their
+outcomes are written, `submit_all` holds only its batch's SUBMITTING node rows
+(taken in one statement, in id order) and waits for no other lock. The request
+is locked afterwards, in a transaction of its own, to move the request on. The
+observer, recovery and the API operations do hold a request and then touch its
+nodes (the API paths take the request with a plain, waiting FOR UPDATE) — but
+none of them waits for a SUBMITTING node's row: claims skip locked rows, and
+the API's node updates are filtered to BLOCKED/READY/FAILED nodes. So no cycle
+can form, and a submit's outcome is never lost behind an observer's provider
+call (issue 10). Every claim and lock of a request or node row is FOR NO KEY
+UPDATE, not FOR UPDATE: as exclusive among the workers and the API, but not in
+conflict with the foreign-key checks (FOR KEY SHARE) of the movement_events
+rows that the outcome's UPDATE writes — with FOR UPDATE those would wait for
+the request.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 
 import msgspec
 import psycopg
+import trio
 
 from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.context import ExecutionContext
@@ -74,6 +76,7 @@ SQL = sql_family(
     "lock_submitting",
     "lock_request",
     "record_submitted",
+    "notify_recover",
 )
 
 N, R = NodeState, RequestState
@@ -126,6 +129,8 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
                 continue  # nothing claimed: this transaction did nothing
             submission = await _prepare(ctx, tx, *claimed)
         # the write-ahead commit happened when the transaction above closed
+        if walk.last is not None:
+            ctx.node_left_state(N.READY, walk.last["in_state_seconds"])
         if submission is not None:
             await _submit(ctx, submission)
         return 1
@@ -147,10 +152,11 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
     same locks (node and request, FOR NO KEY UPDATE): at most one node per
     request is claimed, so each request's snapshot is its own and moves as in
     the serial path. Nothing before the commit has a side effect. After it each
-    node is submitted by `_submit`, exactly as alone — except that nodes of one
-    nonce lane (`lane_key`) are submitted one after the other in claim order,
-    since their nonces were reserved in that order by `prepare`. One failing
-    submit does not cancel the others (its error is raised once all finished).
+    node is submitted by `submit_all`, all in one transaction holding the
+    batch's SUBMITTING rows — nodes of one nonce lane (`lane_key`) one after
+    the other in claim order, since their nonces were reserved in that order by
+    `prepare`. One failing submit does not cancel the others (its error is
+    raised once all finished and their outcomes are committed).
     """
     submissions: list[Submission] = []
     async with ctx.db.transaction() as tx:
@@ -161,13 +167,15 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
                 "limit": ctx.settings.node_dispatch_batch_size,
             },
         )
+        snaps = await progress.snapshots_from_claim(tx, rows)
         for row in rows:
-            snap = await progress.load_snapshot(tx, row["request_id"], plan_edges=True)
-            submission = await _prepare(ctx, tx, row["id"], snap)
+            submission = await _prepare(ctx, tx, row["id"], snaps[row["request_id"]])
             if submission is not None:
                 submissions.append(submission)
     # the write-ahead commit of the whole batch happened when the block above closed
-    await submit_in_lanes(ctx, submissions)
+    for row in rows:
+        ctx.node_left_state(N.READY, row["in_state_seconds"])
+    await submit_all(ctx, submissions)
     return len(rows)
 
 
@@ -195,19 +203,84 @@ def lanes(submissions: list[Submission]) -> list[list[Submission]]:
     return out
 
 
-async def submit_in_lanes(ctx: ServiceContext, submissions: list[Submission]) -> None:
-    """Submit every lane side by side, each lane's submissions in order."""
+async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None:
+    """Submit a committed write-ahead batch and record every outcome in ONE
+    transaction, which holds all the batch's SUBMITTING rows (one statement)
+    while the submits run: every lane side by side, each lane's submissions in
+    order. Recovery skips held rows, so it can never recover an attempt whose
+    submit is in flight; a crash, a cancellation (shutdown) or a lost
+    connection rolls back and leaves the nodes SUBMITTING for recovery, exactly
+    as for one node.
 
-    async def run_lane(lane: list[Submission]) -> int:
-        # A failed submit ends its lane: the rest stays SUBMITTING (write-ahead
-        # committed) for recovery, and no later nonce jumps a failed one.
-        for sub in lane:
-            await _submit(ctx, sub)
-        return len(lane)
+    A lane's error (a lost database connection in submit) ends that lane — the
+    rest of it stays SUBMITTING, and no later nonce jumps a failed one — but
+    not its siblings: their outcomes are still committed, then the error is
+    raised. A FAILED/UNKNOWN outcome is written on the held node row alone;
+    each such request then moves on under its own lock, in a transaction of
+    its own (see the module docstring on lock order).
+    """
+    if not submissions:
+        return
+    submitted: list[Submission] = []
+    bad: list[Submission] = []  # FAILED/UNKNOWN outcomes
+    unknown: set[Any] = set()  # requests with an UNKNOWN outcome
+    failure: Exception | None = None
+    async with ctx.db.transaction() as tx:
+        held = {
+            row["id"]: row["in_state_seconds"]
+            for row in await tx.fetch(
+                SQL.lock_submitting,
+                {
+                    "node_ids": [s.node_id for s in submissions],
+                    "attempt_nos": [s.attempt_no for s in submissions],
+                },
+            )
+        }
+        locked_at = trio.current_time()
+        for sub in submissions:
+            if sub.node_id not in held:
+                log.warning(
+                    "SUBMITTING node moved before submit; not submitting",
+                    extra={"node_id": str(sub.node_id)},
+                )
 
-    groups = lanes(submissions)
-    if groups:
-        await run_each_isolated(run_lane, groups, len(groups))
+        async def run_lane(lane: list[Submission]) -> int:
+            for sub in lane:
+                outcome = await _submit_held(tx, sub)
+                if outcome == N.SUBMITTED:
+                    submitted.append(sub)
+                else:
+                    bad.append(sub)
+                    if outcome == N.UNKNOWN:
+                        unknown.add(sub.request_id)
+            return len(lane)
+
+        groups = lanes([s for s in submissions if s.node_id in held])
+        try:
+            await run_each_isolated(run_lane, groups, len(groups))
+        except Exception as exc:  # one lane's error: the others' outcomes still commit
+            failure = exc
+
+    if submitted and ctx.wake is not None:
+        ctx.wake("qtg_observe")  # SUBMITTED is due now: this process's observer, at once
+    committed_after = trio.current_time() - locked_at
+    for sub in (*submitted, *bad):
+        ctx.node_left_state(N.SUBMITTING, float(held[sub.node_id]) + committed_after)
+    # Then each request with a failed node follows, under its lock; we hold nothing now.
+    for request_id in dict.fromkeys(sub.request_id for sub in bad):
+        async with ctx.db.transaction() as tx:
+            await tx.fetchrow(SQL.lock_request, {"request_id": request_id})
+            snap = await progress.load_snapshot(tx, request_id)
+            await progress.refresh_frontier(tx, snap)
+            await progress.settle_request_state(tx, snap)
+            if request_id in unknown:
+                # The UNKNOWN commit's qtg_recover came while this transaction was
+                # about to hold the request: a recovery pass then skipped the node
+                # (and found no due time) and would sleep its whole interval. Say
+                # it again once the request is free, i.e. at this commit.
+                tx.defer(SQL.notify_recover)
+    if failure is not None:
+        raise failure
 
 
 @dataclass(slots=True)
@@ -227,6 +300,8 @@ class ClaimWalk:
     missed_requests: list[Any] = field(default_factory=list)
     tries: int = 0
     exhausted: bool = False
+    #: The last row claimed (for the pickup histogram, once its commit happened).
+    last: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -260,6 +335,7 @@ class ClaimWalk:
                     {"candidate_id": candidate["id"], "network_class": self.network_class},
                 )
                 if row is not None:
+                    self.last = row
                     return row
                 self.missed_requests.append(candidate["request_id"])
         return None
@@ -373,57 +449,46 @@ async def _prepare(
 
 
 async def _submit(ctx: ServiceContext, sub: Submission) -> None:
-    """Call submit while holding the SUBMITTING row (recovery skips locked rows),
-    then record what happened. Cancellation (shutdown) rolls back and leaves
-    SUBMITTING for recovery — exactly as a crash would; so does a dead database
-    connection. See the module docstring for the lock order."""
-    outcome: tuple[NodeState, str, str] | None = None
-    async with ctx.db.transaction() as tx:
-        held = await tx.fetchrow(
-            SQL.lock_submitting, {"node_id": sub.node_id, "attempt_no": sub.attempt_no}
+    """Submit one committed write-ahead node (`submit_all` of one)."""
+    await submit_all(ctx, [sub])
+
+
+async def _submit_held(tx: Tx, sub: Submission) -> NodeState:
+    """Call submit on a node `tx` holds SUBMITTING and queue its outcome in `tx`:
+    SUBMITTED, or FAILED/UNKNOWN (then its request must move on).
+
+    A dead database connection (psycopg.OperationalError) is not the
+    provider's answer: nothing is written — writing anything would guess —
+    and the error is raised; recovery asks recover() after the grace."""
+    try:
+        result = await sub.executor.submit(
+            sub.context, sub.prepared, sub.signature, sub.idempotency_key
         )
-        if held is None:
-            log.warning(
-                "SUBMITTING node moved before submit; not submitting",
-                extra={"node_id": str(sub.node_id)},
-            )
-            return
-        try:
-            result = await sub.executor.submit(
-                sub.context, sub.prepared, sub.signature, sub.idempotency_key
-            )
-        except SubmitRejected as exc:
-            outcome = (N.FAILED, exc.code, exc.detail)
-        except psycopg.OperationalError as exc:
-            # Not the provider's answer: the connection died under us. Writing
-            # anything would guess; recovery asks recover() after the grace.
-            log.warning(
-                "database connection lost around submit; leaving SUBMITTING for recovery",
-                extra={"node_id": str(sub.node_id), "error": type(exc).__name__},
-            )
-            raise
-        except Exception as exc:
-            log.warning(
-                "submit outcome unknown",
-                extra={"node_id": str(sub.node_id), "error": f"{type(exc).__name__}: {exc}"},
-            )
-            outcome = (N.UNKNOWN, "SUBMIT_OUTCOME_UNKNOWN", f"{type(exc).__name__}: {exc}")
-        if outcome is None:
-            tx.defer(
-                SQL.record_submitted,
-                {
-                    "node_id": sub.node_id,
-                    "provider_refs": Jsonb(result.provider_refs),
-                    "artifacts": Jsonb(result.artifacts),
-                },
-            )
-            return
-        # The outcome first, on the one row we hold: committed without waiting
-        # behind whoever holds the request (an observer's provider call).
-        progress.record_node_error(tx, sub.node_id, *outcome)
-    # Then the request follows, under its lock; we hold nothing else now.
-    async with ctx.db.transaction() as tx:
-        await tx.fetchrow(SQL.lock_request, {"request_id": sub.request_id})
-        snap = await progress.load_snapshot(tx, sub.request_id)
-        await progress.refresh_frontier(tx, snap)
-        await progress.settle_request_state(tx, snap)
+    except SubmitRejected as exc:
+        outcome = (N.FAILED, exc.code, exc.detail)
+    except psycopg.OperationalError as exc:
+        log.warning(
+            "database connection lost around submit; leaving SUBMITTING for recovery",
+            extra={"node_id": str(sub.node_id), "error": type(exc).__name__},
+        )
+        raise
+    except Exception as exc:
+        log.warning(
+            "submit outcome unknown",
+            extra={"node_id": str(sub.node_id), "error": f"{type(exc).__name__}: {exc}"},
+        )
+        outcome = (N.UNKNOWN, "SUBMIT_OUTCOME_UNKNOWN", f"{type(exc).__name__}: {exc}")
+    else:
+        tx.defer(
+            SQL.record_submitted,
+            {
+                "node_id": sub.node_id,
+                "provider_refs": Jsonb(result.provider_refs),
+                "artifacts": Jsonb(result.artifacts),
+            },
+        )
+        return N.SUBMITTED
+    # The outcome on the one row we hold: committed without waiting behind
+    # whoever holds the request (an observer's provider call).
+    progress.record_node_error(tx, sub.node_id, *outcome)
+    return outcome[0]

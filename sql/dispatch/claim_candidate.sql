@@ -2,7 +2,12 @@
 -- savepoint by the caller (a miss rolls the savepoint back, releasing any
 -- partial lock PostgreSQL took on the node before skipping the request).
 SELECT movement_request_nodes.id, movement_request_nodes.request_id,
-       movement_requests.request_state
+       movement_requests.request_state,
+       coalesce(movement_request_nodes.state_entered_at,
+                movement_request_nodes.updated_at) AS ready_at,
+       extract(epoch FROM clock_timestamp() - coalesce(movement_request_nodes.state_entered_at,
+                                                       movement_request_nodes.updated_at))
+           AS in_state_seconds
 FROM movement_request_nodes
 JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id
 WHERE movement_request_nodes.id = %(candidate_id)s

@@ -1,6 +1,6 @@
--- Every node of a request with what execution needs of its plan node and its
--- place in the DAG (direct predecessors and successors), in plan order.
-SELECT n.id, n.node_key, n.node_kind, n.action_type, n.node_state, n.attempt_no,
+-- Every node of the requests with what execution needs of its plan node and
+-- its place in the DAG (direct predecessors and successors), in plan order.
+SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state, n.attempt_no,
        n.idempotency_key, n.started_at, n.next_observe_at, n.observe_count,
        n.provider_refs, n.artifacts, n.error_code, n.recover_attempts,
        p.id AS plan_node_id, p.executor_key, p.config, p.timeout_policy, p.position,
@@ -12,5 +12,5 @@ SELECT n.id, n.node_key, n.node_kind, n.action_type, n.node_state, n.attempt_no,
                  WHERE e.from_node_id = p.id), '{}') AS successor_keys
 FROM movement_request_nodes n
 JOIN plan_nodes p ON p.id = n.plan_node_id
-WHERE n.request_id = %(request_id)s
-ORDER BY p.position
+WHERE n.request_id = ANY(%(request_ids)s::uuid[])
+ORDER BY n.request_id, p.position

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 import trio
 
-from qtg.db import Database, Query
+from qtg.db import Database, ListenHub, Query
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import Submission, dispatch_ready_nodes, lanes
+from qtg.services.movements import get_movement
 
 from .helpers import Q, movement, node, template
 
@@ -87,3 +88,60 @@ def test_lanes_keep_claim_order_within_a_lane_and_split_lane_less_work() -> None
     subs = [_sub("a1", "A"), _sub("x", ""), _sub("b1", "B"), _sub("a2", "A"), _sub("a3", "A")]
     groups = [[s.node_id for s in lane] for lane in lanes(subs)]
     assert groups == [["a1", "a2", "a3"], ["x"], ["b1"]]
+
+
+SUBMITTED_EVENTS = Query(
+    "tests/submitted-events",
+    "SELECT node_key, xact_id FROM movement_events"
+    " WHERE event_type = 'node_state_changed' AND to_state = 'SUBMITTED'",
+)
+
+
+async def test_a_batch_commits_its_outcomes_together_and_a_rejection_fails_only_its_request(
+    svc: ServiceContext,
+) -> None:
+    await template(svc, "ok", [node("ok", "cex_withdrawal")], [])
+    await template(
+        svc, "rej", [node("rej", "cex_withdrawal", sandbox={"fail": "submit_rejected"})], []
+    )
+    ok = [await movement(svc, "ok", key=f"ok-{i}") for i in range(3)]
+    rejected = await movement(svc, "rej", key="rej")
+    woken: list[str] = []
+    ctx = ServiceContext(svc.db, svc.settings, svc.providers, wake=woken.append)
+    assert await dispatch_ready_nodes(ctx) == 4  # one batch
+    events = await svc.db.fetch(SUBMITTED_EVENTS)
+    assert sorted(e["node_key"] for e in events) == ["ok"] * 3
+    assert len({e["xact_id"] for e in events}) == 1  # one commit for the batch's outcomes
+    assert woken == ["qtg_observe"]  # this process's observer, without the NOTIFY
+    assert (await get_movement(svc.db, rejected["id"]))["request_state"] == "FAILED"
+    for m in ok:
+        assert (await get_movement(svc.db, m["id"]))["request_state"] == "EXECUTING"
+    subs = await svc.db.fetch(Q["submissions"])
+    assert len(subs) == 3 and sum(s["duplicate_submits"] for s in subs) == 0
+
+
+async def test_an_unknown_submit_outcome_wakes_recovery_again_once_its_request_is_free(
+    svc: ServiceContext, hub: ListenHub
+) -> None:
+    """The UNKNOWN row commits first and notifies qtg_recover, then the request is
+    settled in a transaction of its own; a recovery pass woken by the first
+    notify finds the request held by the second, skips the node and finds no due
+    time. So the settle's commit notifies qtg_recover again."""
+    crash = {"fail": "submit_crash_after", "recover": "undecided"}
+    await template(svc, "crash", [node("a", "cex_withdrawal", sandbox=crash)], [])
+    await movement(svc, "crash")
+    seen: list[str] = []
+    twice = trio.Event()
+
+    def listener(channel: str, _payload: str) -> None:
+        if channel == "qtg_recover":
+            seen.append(channel)
+            if len(seen) == 2:
+                twice.set()
+
+    hub.add_listener(listener)
+    assert await dispatch_ready_nodes(svc) == 1
+    with trio.fail_after(10):
+        await twice.wait()
+    subs = await svc.db.fetch(Q["submissions"])
+    assert len(subs) == 1  # the side effect happened once; recovery decides the rest

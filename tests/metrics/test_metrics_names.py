@@ -21,6 +21,7 @@ def exposed_names() -> set[str]:
     metrics.http_requests.labels("GET", "/healthz", "200").inc()
     metrics.http_seconds.labels("GET", "/healthz").observe(0.01)
     metrics.backlog.labels(kind="node", state="READY").set(0)
+    metrics.node_left_state("READY", 0.001)
     text = metrics.exposition().decode()
     return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
 

@@ -175,3 +175,37 @@ def test_workers_only_process_serves_its_metrics_on_metrics_port(dsn, procs) -> 
     )
     # Only /metrics there: the API is not served by a workers-only process.
     assert httpx.get(f"{url}/healthz", timeout=10).status_code == 404
+
+
+def test_node_pickup_and_time_in_state_histograms_fill_as_movements_run(dsn, procs) -> None:
+    """Issue 16's two node histograms, on a real runtime: every node of the 5-node
+    chains is picked up once (READY left once per node) and leaves SUBMITTING and
+    its observation states once; the pickup's seconds come from the database's
+    clock and are small, but never negative."""
+    _, url = launch(procs, dsn, "--seed-demo")
+    ids = create_and_approve(dsn, CHAIN, n=3, batch="histograms")
+    nodes = 5 * len(ids)
+
+    def pickups() -> float:
+        return value(scrape(url), "qtg_node_pickup_seconds_count")
+
+    wait_until(lambda: pickups() >= nodes, timeout=30, what="every node picked up")
+    samples = scrape(url)
+    assert value(samples, "qtg_node_pickup_seconds_count") == nodes
+    total = value(samples, "qtg_node_pickup_seconds_sum")
+    assert 0 <= total < nodes * 5.0
+    # READY is left exactly as often as there were pickups
+    assert value(samples, "qtg_node_state_seconds_count", state="READY") == nodes
+    # each bucket count is cumulative and ends at the total
+    assert value(samples, "qtg_node_pickup_seconds_bucket", le="+Inf") == nodes
+
+    def left_observing() -> float:
+        s = scrape(url)
+        return value(s, "qtg_node_state_seconds_count", state="SUBMITTED") + value(
+            s, "qtg_node_state_seconds_count", state="OBSERVING"
+        )
+
+    wait_until(lambda: left_observing() >= nodes, timeout=30, what="every node observed on")
+    samples = scrape(url)
+    actions = value(samples, "qtg_node_state_seconds_count", state="SUBMITTING")
+    assert 0 < actions <= nodes  # observe-only nodes never are SUBMITTING
