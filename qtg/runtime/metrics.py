@@ -8,7 +8,7 @@ What is measured where:
 - workers: `WorkerMetrics`, fed by the one worker loop (qtg/runtime/loop.py);
 - nodes: pickup latency and time in each state (`node_left_state`), fed by
   the dispatcher and the observer from their claims' database clock (the
-  state's start is movement_request_nodes.state_entered_at, migration 0017);
+  state's start is movement_request_nodes.state_entered_at, migration 0016);
 - API requests: `qtg.api.app.RequestMetrics` middleware, by route *template*;
 - backlogs: read from the database at scrape time by one bounded query
   (sql/metrics/backlog.sql), cached `BACKLOG_CACHE_SECONDS` so that many

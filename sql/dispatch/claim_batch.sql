@@ -5,7 +5,7 @@
 -- WHERE clause on each row it locks, so a node that moved since the candidate
 -- scan is dropped too. A node locked before its request was found held stays
 -- locked (still READY) until this transaction ends: the next pass takes it.
--- ready_at: when the node became READY (migrations/0017); in_state_seconds:
+-- ready_at: when the node became READY (migrations/0016); in_state_seconds:
 -- how long ago that was on the database's clock, for the pickup histogram.
 -- The request's columns (as sql/progress/load_request.sql reads them) and its
 -- plan's edges as stored now (sql/progress/load_plan_edges.sql) come with the
