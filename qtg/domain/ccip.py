@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from eth_abi import encode
-from eth_utils import keccak
+from eth_hash.auto import keccak
 
 from qtg.config import ConfigError
 from qtg.domain.evm import is_address
@@ -24,11 +23,20 @@ UINT64_MAX = 2**64 - 1
 
 
 def _selector(signature: str) -> str:
-    return keccak(text=signature)[:4].hex()
+    return keccak(signature.encode())[:4].hex()
 
 
 def _topic(signature: str) -> str:
-    return "0x" + keccak(text=signature).hex()
+    return "0x" + keccak(signature.encode()).hex()
+
+
+def encode(types: list[str], values: list[Any]) -> bytes:
+    """eth-abi's encode, imported on first use: eth-abi brings eth-utils (~15 MB
+    of RSS), and this module is imported by every runtime for the
+    ccip_stranded_reaper (on by default), which never encodes calldata."""
+    from eth_abi import encode as abi_encode
+
+    return abi_encode(types, values)
 
 
 _MESSAGE = "(bytes,bytes,(address,uint256)[],address,bytes)"
@@ -43,7 +51,7 @@ GET_SUPPORTED_TOKENS = _selector("getSupportedTokens(uint64)")
 SIMULATOR_CONFIGURATION = _selector("configuration()")
 TOKEN_ADMIN_GET_POOL = _selector("getPool(address)")
 #: Client._argsToBytes(EVMExtraArgsV1): bytes4(keccak256("CCIP EVMExtraArgsV1"))
-EVM_EXTRA_ARGS_V1_TAG = keccak(text="CCIP EVMExtraArgsV1")[:4]
+EVM_EXTRA_ARGS_V1_TAG = keccak(b"CCIP EVMExtraArgsV1")[:4]
 
 # ---- the events that carry a message id
 #: OnRamp 1.6: CCIPMessageSent(uint64 indexed dest, uint64 indexed seq, EVM2AnyRampMessage)

@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 import trio
-from eth_utils import keccak
+from eth_hash.auto import keccak
 
 from qtg.db import Jsonb, sql_family
 from qtg.domain.ccip import drift_checks, parse_lanes
@@ -55,7 +55,8 @@ async def verify_drift(ctx: ServiceContext) -> int:
                     if chain != chain_id:
                         continue
                     code = await rpc.call("eth_getCode", address, "latest")
-                    seen.append((address, "code_hash", "0x" + keccak(hexstr=code).hex()))
+                    code_hash = keccak(bytes.fromhex(code.removeprefix("0x")))
+                    seen.append((address, "code_hash", "0x" + code_hash.hex()))
                     if erc20:
                         seen.append(
                             (address, "decimals", await _read(rpc, address, ERC20_DECIMALS_DATA))

@@ -11,16 +11,20 @@ from typing import TYPE_CHECKING
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.domain.evm import is_address, parse_rpc_urls
-from qtg.providers.evm.balances import EvmBalanceFetcher
-from qtg.providers.evm.executor import EvmExecutor
 from qtg.providers.evm.rpc import EvmRpc
-from qtg.providers.evm.signer import EvmLocalSigner
 
 if TYPE_CHECKING:
     from qtg.providers.registry import ProviderRegistry
 
 
 def register(registry: ProviderRegistry, settings: Settings, db: Database) -> None:
+    # Imported here, not at the top: the signer pulls in eth-account (~20 MB of
+    # RSS), and the package is also imported by processes that only need its
+    # JSON-RPC client (the ccip_stranded_reaper, on by default).
+    from qtg.providers.evm.balances import EvmBalanceFetcher
+    from qtg.providers.evm.executor import EvmExecutor
+    from qtg.providers.evm.signer import EvmLocalSigner
+
     urls = parse_rpc_urls(settings.evm_rpc_urls)
     if not urls:
         raise ConfigError("MG_EVM_RPC_URLS: the evm provider needs at least one chain_id=url")
