@@ -39,6 +39,9 @@ def runtime_env(dsn: str, *, reactive: bool, **overrides: str) -> dict[str, str]
             "MG_REACTIVE": "true" if reactive else "false",
             "MG_LOG_FORMAT": "json",
             "MG_LOG_LEVEL": "INFO",
+            # Keyed, as production should run (README, audit anchoring): the
+            # HMAC is part of the cost measured, and no "UNKEYED" warning per run.
+            "MG_AUDIT_HMAC_KEY": "bench-only-audit-key-0123456789abcdef",
         }
     )
     env.update(overrides)
