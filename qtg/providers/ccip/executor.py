@@ -20,8 +20,6 @@ import hashlib
 import json
 from typing import Any
 
-from eth_utils import keccak
-
 from qtg.db import Database
 from qtg.domain.ccip import (
     Execution,
@@ -52,7 +50,7 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
-from qtg.providers.evm.executor import crash_point, fee_per_gas
+from qtg.providers.evm.executor import crash_point, fee_per_gas, not_mined, raw_tx_hash
 from qtg.providers.evm.rpc import EvmRpc, RpcError
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import ccip as intents
@@ -207,7 +205,7 @@ class CcipExecutor:
                 chain_floor=await rpc.nonce(owner, "pending"),
             )
             raw = await self._sign(await self._tx(rpc, lane.chain_id, call, nonce))
-            tx_hash = "0x" + keccak(bytes.fromhex(raw[2:])).hex()
+            tx_hash = raw_tx_hash(raw)
             out.append({"token": token, "nonce": nonce, "raw": raw, "tx_hash": tx_hash})
         return out
 
@@ -306,7 +304,7 @@ class CcipExecutor:
         meta = tx["qtg"]
         lane = self._lane(meta["lane"])
         chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
-        tx_hash = "0x" + keccak(bytes.fromhex(signature[2:])).hex()
+        tx_hash = raw_tx_hash(signature)
         where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
         intent = await intents.write_intent(
             self._db,
@@ -381,13 +379,12 @@ class CcipExecutor:
         rpc = self._rpcs[int(refs["chain_id"])]
         receipt = await rpc.receipt(refs["tx_hash"])
         if receipt is None:
-            if await rpc.transaction(refs["tx_hash"]) is None:
-                return ObserveResult(
-                    status=ObserveStatus.UNKNOWN,
-                    error_code="CCIP_TX_DROPPED",
-                    error_detail="the ccipSend transaction is neither mined nor pending",
-                )
-            return ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=1.0)
+            return await not_mined(
+                rpc,
+                refs["tx_hash"],
+                "CCIP_TX_DROPPED",
+                "the ccipSend transaction is neither mined nor pending",
+            )
         return await self._mined(refs, receipt)
 
     async def _mined(self, refs: dict[str, Any], receipt: dict[str, Any]) -> ObserveResult:

@@ -153,7 +153,7 @@ class EvmExecutor:
             raise SubmitRejected("evm_transfer needs the signed transaction", code="EVM_UNSIGNED")
         tx = json.loads(prepared.payload)
         chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
-        tx_hash = "0x" + keccak(bytes.fromhex(signature[2:])).hex()
+        tx_hash = raw_tx_hash(signature)
         where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
         await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
         refs = {"chain_id": chain_id, "tx_hash": tx_hash, "from": tx["from"], "nonce": nonce}
@@ -178,13 +178,9 @@ class EvmExecutor:
         rpc = self._rpcs[int(refs["chain_id"])]
         receipt = await rpc.receipt(refs["tx_hash"])
         if receipt is None:
-            if await rpc.transaction(refs["tx_hash"]) is None:
-                return ObserveResult(
-                    status=ObserveStatus.UNKNOWN,
-                    error_code="EVM_TX_DROPPED",
-                    error_detail="transaction is neither mined nor pending",
-                )
-            return ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=1.0)
+            return await not_mined(
+                rpc, refs["tx_hash"], "EVM_TX_DROPPED", "transaction is neither mined nor pending"
+            )
         mined_at = int(receipt["blockNumber"], 16)
         if await rpc.block_number() - mined_at < self._confirmations - 1:
             return ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=1.0)
@@ -259,6 +255,19 @@ async def fee_per_gas(rpc: EvmRpc) -> tuple[int, int]:
     base_fee = int(history["baseFeePerGas"][-1], 16)
     tip = int(await rpc.call("eth_maxPriorityFeePerGas"), 16)
     return 2 * base_fee + tip, tip
+
+
+def raw_tx_hash(raw: str) -> str:
+    """The hash of a signed raw transaction (`0x…` hex): its id on the chain."""
+    return "0x" + keccak(bytes.fromhex(raw[2:])).hex()
+
+
+async def not_mined(rpc: EvmRpc, tx_hash: str, code: str, detail: str) -> ObserveResult:
+    """An observation of a transaction with no receipt yet: PENDING while the node
+    still knows it, UNKNOWN (`code`, `detail`) once it is neither mined nor pending."""
+    if await rpc.transaction(tx_hash) is None:
+        return ObserveResult(status=ObserveStatus.UNKNOWN, error_code=code, error_detail=detail)
+    return ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=1.0)
 
 
 def _not_sent(detail: str) -> RecoverResult:
