@@ -3,6 +3,18 @@
 Connections are `TrioConnection`s (qtg/db/connection.py): psycopg's protocol
 generators driven by trio, so a statement is one socket round trip and no
 thread hop, and checkout waits on a trio semaphore, never parked in a thread.
+
+Round trips (issue 15). Pooled connections are in psycopg's autocommit mode
+and `Tx` writes its own BEGIN and COMMIT, so that they travel with the
+statements beside them instead of each costing a round trip of its own
+(psycopg's implicit BEGIN is sent, and in pipeline mode synced, alone):
+- a single-statement convenience (`Database.fetch` …) is one round trip: a
+  statement outside a transaction block is its own transaction — exactly as
+  atomic, and committed (triggers, NOTIFY) when it returns;
+- a transaction's first statement goes in one pipeline with its BEGIN and the
+  writes deferred before it; a later one with the writes deferred since;
+- the commit goes in one pipeline with the deferred writes (a transaction of
+  deferred writes only — BEGIN, writes, COMMIT — is one round trip).
 That is also what isolates the API from the workers (issue 17): each
 `Database` is its own pool with its own size and checkout timeout, and nothing
 is shared between pools — not connections, not threads — so a flood of API
@@ -47,6 +59,8 @@ Params = Mapping[str, Any] | Sequence[Any] | None
 T = TypeVar("T")
 
 # Transaction-control statements (not queries, so they do not live in sql/).
+_BEGIN = "BEGIN"
+_COMMIT = "COMMIT"
 _SAVEPOINT = "SAVEPOINT {}"
 _RELEASE = "RELEASE SAVEPOINT {}"
 _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT {}"
@@ -112,7 +126,7 @@ class Database:
         self.max_size = max_size
         self._connect_kwargs: dict[str, Any] = {
             **_KEEPALIVES,
-            "autocommit": False,
+            "autocommit": True,  # Tx sends BEGIN/COMMIT itself (module docstring)
             "row_factory": dict_row,
             "application_name": application_name,
             "options": connection_options(
@@ -260,22 +274,35 @@ class Database:
                 await tx._finish(commit=False)  # a no-op once finished
             raise
 
-    # Single-statement conveniences, each in its own transaction.
+    # Single-statement conveniences: one statement outside a transaction block,
+    # which PostgreSQL runs as a transaction of its own — one round trip.
+    @asynccontextmanager
+    async def _statement(self, query: Query, params: Params) -> AsyncIterator[Any]:
+        conn = await self.getconn()
+        try:
+            async with conn.cursor() as cur:
+                await cur.execute(query.text, params)  # type: ignore[arg-type]
+                yield cur
+        finally:
+            self.putconn(conn)  # closed instead if a cancellation left it unclean
+
     async def execute(self, query: Query, params: Params = None) -> int:
-        async with self.transaction() as tx:
-            return await tx.execute(query, params)
+        async with self._statement(query, params) as cur:
+            return int(cur.rowcount)
 
     async def fetch(self, query: Query, params: Params = None) -> list[dict[str, Any]]:
-        async with self.transaction() as tx:
-            return await tx.fetch(query, params)
+        async with self._statement(query, params) as cur:
+            return await cur.fetchall() if cur.description else []
 
     async def fetchrow(self, query: Query, params: Params = None) -> dict[str, Any] | None:
-        async with self.transaction() as tx:
-            return await tx.fetchrow(query, params)
+        async with self._statement(query, params) as cur:
+            return await cur.fetchone() if cur.description else None
 
     async def fetchval(self, query: Query, params: Params = None) -> Any:
-        async with self.transaction() as tx:
-            return await tx.fetchval(query, params)
+        row = await self.fetchrow(query, params)
+        if row is None:
+            return None
+        return next(iter(row.values()))
 
 
 def _configure(conn: TrioConnection) -> None:
@@ -304,16 +331,18 @@ class Tx:
     """A transaction in progress. Methods take a `Query` (never a string) and params.
 
     `defer()` queues a write whose result nobody reads; queued writes are sent,
-    in order and pipelined, ahead of the next statement or the commit. An error
+    in order and pipelined, with the next statement or the commit. An error
     in one surfaces there and rolls the whole transaction back, as it would
-    have at its own call.
+    have at its own call. BEGIN travels with the first statement (or with the
+    commit of a transaction of deferred writes only): see the module docstring.
     """
 
-    __slots__ = ("_conn", "_db", "_pending", "_savepoints")
+    __slots__ = ("_begun", "_conn", "_db", "_pending", "_savepoints")
 
     def __init__(self, db: Database) -> None:
         self._db = db
         self._conn: TrioConnection | None = None
+        self._begun = False  # BEGIN sent on _conn
         self._pending: list[tuple[Query, Params]] = []
         self._savepoints = itertools.count(1)
 
@@ -321,29 +350,44 @@ class Tx:
         """Queue a write to be sent with the next statement or the commit."""
         self._pending.append((query, params))
 
-    async def _ready(self) -> TrioConnection:
+    @asynccontextmanager
+    async def _run(self, text: str, params: Params = None) -> AsyncIterator[Any]:
+        """Run one statement of the transaction; its cursor. The BEGIN (first
+        statement) and the writes deferred so far go in the same round trip."""
         if self._conn is None:
             self._conn = await self._db.getconn()
-        if self._pending:
-            await self._flush(self._conn)
-        return self._conn
+        conn = self._conn
+        async with conn.cursor() as cur:
+            if self._begun and not self._pending:
+                await cur.execute(text, params)  # type: ignore[arg-type]
+            else:
+                async with conn.pipeline():
+                    await self._send_queued(conn)
+                    await cur.execute(text, params)  # type: ignore[arg-type]
+                # the pipeline's sync (one round trip) brought every result back
+            yield cur
+
+    async def _send_queued(self, conn: TrioConnection) -> None:
+        """Queue BEGIN (if not yet sent) and the deferred writes on `conn`'s
+        pipeline; they are sent with what follows, at the pipeline's sync."""
+        pending, self._pending = self._pending, []
+        async with conn.cursor() as cur:
+            if not self._begun:
+                self._begun = True
+                await cur.execute(_BEGIN)
+            for query, params in pending:
+                await cur.execute(query.text, params)  # type: ignore[arg-type]
 
     async def execute(self, query: Query, params: Params = None) -> int:
-        conn = await self._ready()
-        async with conn.cursor() as cur:
-            await cur.execute(query.text, params)  # type: ignore[arg-type]
-            return cur.rowcount
+        async with self._run(query.text, params) as cur:
+            return int(cur.rowcount)
 
     async def fetch(self, query: Query, params: Params = None) -> list[dict[str, Any]]:
-        conn = await self._ready()
-        async with conn.cursor() as cur:
-            await cur.execute(query.text, params)  # type: ignore[arg-type]
+        async with self._run(query.text, params) as cur:
             return await cur.fetchall() if cur.description else []
 
     async def fetchrow(self, query: Query, params: Params = None) -> dict[str, Any] | None:
-        conn = await self._ready()
-        async with conn.cursor() as cur:
-            await cur.execute(query.text, params)  # type: ignore[arg-type]
+        async with self._run(query.text, params) as cur:
             return await cur.fetchone() if cur.description else None
 
     async def fetchval(self, query: Query, params: Params = None) -> Any:
@@ -356,9 +400,11 @@ class Tx:
         """Run a claim query under a savepoint: on a miss roll the savepoint back,
         which releases any partial lock the skipped attempt took (the reference's
         miss-only savepoint); on a hit release it and keep the locks."""
-        conn = await self._ready()
         name = f"qtg_sp_{next(self._savepoints)}"
-        await conn.execute(_SAVEPOINT.format(name))  # type: ignore[arg-type]
+        async with self._run(_SAVEPOINT.format(name)):
+            pass
+        conn = self._conn
+        assert conn is not None
         try:
             row = await self.fetchrow(query, params)
         except BaseException:
@@ -371,19 +417,10 @@ class Tx:
             await conn.execute(_RELEASE.format(name))  # type: ignore[arg-type]
         return row
 
-    async def _flush(self, conn: TrioConnection) -> None:
-        pending, self._pending = self._pending, []
-        if len(pending) == 1:
-            query, params = pending[0]
-            await conn.execute(query.text, params)  # type: ignore[arg-type]
-        elif pending:
-            async with conn.pipeline(), conn.cursor() as cur:
-                for query, params in pending:
-                    await cur.execute(query.text, params)  # type: ignore[arg-type]
-
     async def _finish(self, *, commit: bool) -> None:
-        """Commit (sending deferred writes first) or roll back; always give the
-        connection back. A failed commit rolls back and raises."""
+        """Commit (sending BEGIN and the deferred writes with it when they are
+        still queued) or roll back; always give the connection back. A failed
+        commit rolls back and raises."""
         if commit and self._pending and self._conn is None:  # deferred writes only
             self._conn = await self._db.getconn()
         conn, self._conn = self._conn, None
@@ -392,11 +429,15 @@ class Tx:
             return
         try:
             with trio.fail_after(_FINISH_TIMEOUT_SECONDS):
-                if commit:
-                    await self._flush(conn)
-                    await conn.commit()
-                else:
+                if not commit:
                     await _rollback_quietly(conn)
+                elif self._pending:
+                    async with conn.pipeline():
+                        await self._send_queued(conn)
+                        async with conn.cursor() as cur:
+                            await cur.execute(_COMMIT)
+                elif self._begun:
+                    await conn.execute(_COMMIT)
         except BaseException:
             with trio.move_on_after(_FINISH_TIMEOUT_SECONDS):
                 await _rollback_quietly(conn)

@@ -170,21 +170,21 @@ class SandboxExecutor:
 
         refs = submission_refs(lane, idempotency_key)
         artifacts = completion_artifacts(lane, idempotency_key, refs, ctx.intent)
-        async with self._db.transaction() as tx:  # the remote system's own transaction
-            row = await tx.fetchrow(
-                SQL.record_submission,
-                {
-                    "idempotency_key": idempotency_key,
-                    "request_id": ctx.request_id,
-                    "request_node_id": ctx.request_node_id,
-                    "attempt_no": ctx.attempt_no,
-                    "action_type": lane.action_type,
-                    "payload_hash": prepared.payload_hash,
-                    "signature": signature,
-                    "provider_refs": Jsonb(refs),
-                    "artifacts": Jsonb(artifacts),
-                },
-            )
+        # One statement, the remote system's own transaction (one round trip)
+        row = await self._db.fetchrow(
+            SQL.record_submission,
+            {
+                "idempotency_key": idempotency_key,
+                "request_id": ctx.request_id,
+                "request_node_id": ctx.request_node_id,
+                "attempt_no": ctx.attempt_no,
+                "action_type": lane.action_type,
+                "payload_hash": prepared.payload_hash,
+                "signature": signature,
+                "provider_refs": Jsonb(refs),
+                "artifacts": Jsonb(artifacts),
+            },
+        )
         assert row is not None
         if behaviour.fail is Fail.SUBMIT_CRASH_AFTER:
             raise SandboxCrash("injected crash after the side effect")
