@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         figures[name]["pickup p50 ms"].append(res.summary.p50)
                         figures[name]["pickup p99 ms"].append(res.summary.p99)
+                        for segment, values in res.breakdown.items():
+                            figures[name][f"pickup {segment} p50 ms"].append(
+                                statistics.median(values))
                         say(f"{name}: pickup {res.summary.p50:.2f} / {res.summary.p99:.2f} ms")
                     for procs in (1, 2) if args.two else (1,):
                         d = await throughput.drain(

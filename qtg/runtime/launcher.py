@@ -283,6 +283,7 @@ def build_worker(worker: LoadedWorker, runtime: Runtime) -> WorkerFn:
         reactive=settings.reactive,
         heartbeat=heartbeat,
         drain=spec.drain,
+        coalesce=spec.coalesce_seconds,
         metrics=runtime.metrics.worker(resolved.name),
     )
 

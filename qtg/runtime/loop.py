@@ -24,6 +24,10 @@ all of it off, which is the reference's pure polling):
   (drain), so a backlog is not worked off one item per interval;
 - a deadline-driven worker (`next_due`) sleeps until the earliest due time it
   knows of when that is sooner than the interval (still at least 0.1 s);
+- a worker off the money path may `coalesce`: after a wake-up it waits that
+  long before its pass, so the commit that woke it and the dispatcher does
+  not have both compete for the one trio thread at once (the claim goes
+  first), and the notifies of a burst are one pass;
 - during an error backoff wake-ups are ignored, so a failing worker cannot
   spin on a notify storm. Below the backoff threshold a failed pass waits like
   any other, wake-ups included: after a database restart the first pass often
@@ -83,6 +87,7 @@ async def run_loop(
     rng: random.Random | None = None,
     drain: bool = True,
     metrics: WorkerMetrics | None = None,
+    coalesce: float = 0.0,
 ) -> None:
     """Run `func` forever as worker `name`; returns only by cancellation.
 
@@ -96,7 +101,8 @@ async def run_loop(
     """
     if heartbeat is None:
         await _loop(
-            name, func, interval, jitter, wakeup, next_due, reactive, None, rng, drain, metrics
+            name, func, interval, jitter, wakeup, next_due, reactive, None, rng, drain, metrics,
+            coalesce,
         )
         return
     async with trio.open_nursery() as nursery:
@@ -114,6 +120,7 @@ async def run_loop(
                 rng,
                 drain,
                 metrics,
+                coalesce,
             )
         finally:
             nursery.cancel_scope.cancel()
@@ -131,6 +138,7 @@ async def _loop(
     rng: random.Random | None,
     drain: bool = True,
     metrics: WorkerMetrics | None = None,
+    coalesce: float = 0.0,
 ) -> None:
     rng = rng or random.Random()
     listen = wakeup if reactive else None
@@ -155,7 +163,7 @@ async def _loop(
             if backoff is not None:
                 await trio.sleep(backoff)  # wake-ups ignored on purpose
             else:
-                await _wait(fallback_wait(interval, jitter, rng), listen)
+                await _wait(fallback_wait(interval, jitter, rng), listen, coalesce)
             continue
         if consecutive_errors:
             log.info(
@@ -175,16 +183,20 @@ async def _loop(
         delay = fallback_wait(interval, jitter, rng)
         if due is not None:
             delay = min(delay, max(MIN_WAIT_SECONDS, seconds_until(due)))
-        await _wait(delay, listen)
+        await _wait(delay, listen, coalesce)
 
 
-async def _wait(delay: float, wakeup: Wakeup | None) -> None:
-    """Sleep `delay` seconds, or less if `wakeup` is (or becomes) set."""
-    with trio.move_on_after(delay):
+async def _wait(delay: float, wakeup: Wakeup | None, coalesce: float = 0.0) -> None:
+    """Sleep `delay` seconds, or less if `wakeup` is (or becomes) set — then,
+    when woken, `coalesce` seconds more (never past `delay`)."""
+    deadline = trio.current_time() + delay
+    with trio.move_on_at(deadline):
         if wakeup is None:
             await trio.sleep_forever()
         else:
             await wakeup.wait()
+    if coalesce > 0:
+        await trio.sleep_until(min(deadline, trio.current_time() + coalesce))
 
 
 def _log_failure(name: str, exc: Exception, consecutive_errors: int, backoff: float | None) -> None:

@@ -104,6 +104,24 @@ async def test_wakeup_ends_the_wait_early(autojump_clock) -> None:
     assert rel(s.times) == [0, 3, 4, 14]
 
 
+async def test_a_coalescing_worker_passes_once_a_beat_after_the_first_wakeup(
+    autojump_clock,
+) -> None:
+    """coalesce: the pass comes `coalesce` after the first wake-up (not at once,
+    not after the last), a burst inside that beat is that one pass, and the
+    fallback interval is neither lengthened nor shortened by it."""
+    wake = Wakeup()
+    s = Script()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: run_for(25, "w", s, 10.0, wakeup=wake, coalesce=0.5))
+        await trio.sleep(3)
+        for _ in range(3):  # 3.0, 3.2, 3.4: one burst
+            wake.set()
+            await trio.sleep(0.2)
+    assert rel(s.times) == [0, 3.5, 13.5, 23.5]
+    assert wake.sets == 1
+
+
 async def test_wakeups_ignored_when_not_reactive(autojump_clock) -> None:
     wake = Wakeup()
     s = Script()
