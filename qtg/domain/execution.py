@@ -7,9 +7,12 @@ sql/progress/load_request.sql and load_nodes.sql); nothing here does I/O.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+import msgspec
 
 from qtg.domain.context import ExecutionContext, SigningIntent, SignRequest
 from qtg.domain.plan import Plan, compile_graph, compiled_plan_hash
@@ -55,9 +58,8 @@ def releasable_successors(completed_key: str, nodes: Sequence[Row]) -> list[str]
     return released
 
 
-def plan_from_rows(nodes: Sequence[Row], edges: Sequence[Row]) -> Plan:
-    """Rebuild the plan from the plan_nodes/plan_edges rows as they are *now*."""
-    graph = {
+def _graph_from_rows(nodes: Sequence[Row], edges: Sequence[Row]) -> dict[str, Any]:
+    return {
         "nodes": [
             {
                 "key": n["node_key"],
@@ -71,14 +73,29 @@ def plan_from_rows(nodes: Sequence[Row], edges: Sequence[Row]) -> Plan:
         ],
         "edges": [[e["from_key"], e["to_key"]] for e in edges],
     }
-    return compile_graph(graph)
+
+
+def plan_from_rows(nodes: Sequence[Row], edges: Sequence[Row]) -> Plan:
+    """Rebuild the plan from the plan_nodes/plan_edges rows as they are *now*."""
+    return compile_graph(_graph_from_rows(nodes, edges))
 
 
 def plan_hash_drifted(request: Row, nodes: Sequence[Row], edges: Sequence[Row]) -> bool:
-    """True when the stored plan, intent or input_params no longer hash to what was approved."""
-    plan = plan_from_rows(nodes, edges)
-    current = compiled_plan_hash(plan, request["intent"], request["input_params"])
-    return current != request["compiled_plan_hash"]
+    """True when the stored plan, intent or input_params no longer hash to what was approved.
+
+    Every dispatch asks this; the hash of the same content is computed once
+    (`_current_plan_hash` is keyed on the whole content as it is now, so any
+    change to a node, an edge, the intent or the params is a new key)."""
+    content = msgspec.json.encode(
+        (_graph_from_rows(nodes, edges), request["intent"], request["input_params"])
+    )
+    return _current_plan_hash(content) != request["compiled_plan_hash"]
+
+
+@functools.lru_cache(maxsize=512)
+def _current_plan_hash(content: bytes) -> str:
+    graph, intent, input_params = msgspec.json.decode(content)
+    return compiled_plan_hash(compile_graph(graph), intent, input_params)
 
 
 def build_execution_context(

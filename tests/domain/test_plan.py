@@ -381,3 +381,49 @@ def test_compiled_plan_hash_covers_intent_and_params_not_their_key_order() -> No
     assert compiled_plan_hash(plan, {"asset": "USDC", "amount": "1"}, {}) != base
     # intent and params are not interchangeable
     assert compiled_plan_hash(plan, {"a": 1}, {}) != compiled_plan_hash(plan, {}, {"a": 1})
+
+
+def _rows(graph: dict) -> tuple[list[dict], list[dict]]:
+    """plan_nodes/plan_edges rows as the dispatcher reads them."""
+    nodes = [
+        {
+            "node_key": n["key"],
+            "node_kind": n["kind"],
+            "action_type": n["action_type"],
+            "executor_key": n.get("executor_key"),
+            "config": n.get("config", {}),
+            "timeout_policy": n.get("timeout_policy", {}),
+            "position": i,
+        }
+        for i, n in enumerate(graph["nodes"])
+    ]
+    edges = [{"from_key": a, "to_key": b} for a, b in graph["edges"]]
+    return nodes, edges
+
+
+def test_plan_hash_drift_sees_every_change_and_computes_each_content_once() -> None:
+    from qtg.domain.execution import _current_plan_hash, plan_hash_drifted
+
+    intent = {"amount": "12.5", "asset": "USDC", "nested": {"n": [1, 2.5, None]}}
+    params = {"destination": "0xabc"}
+    request = {
+        "intent": intent,
+        "input_params": params,
+        "compiled_plan_hash": compiled_plan_hash(compile_graph(chain()), intent, params),
+    }
+    nodes, edges = _rows(chain())
+    assert not plan_hash_drifted(request, nodes, edges)
+    hits = _current_plan_hash.cache_info().hits
+    assert not plan_hash_drifted(request, copy.deepcopy(nodes), copy.deepcopy(edges))
+    assert _current_plan_hash.cache_info().hits == hits + 1  # same content: not recompiled
+
+    changed = copy.deepcopy(nodes)
+    changed[0]["config"]["venue"] = "elsewhere"
+    assert plan_hash_drifted(request, changed, edges)
+    renamed = copy.deepcopy(nodes)
+    renamed[2]["action_type"] = "manual_other"
+    assert plan_hash_drifted(request, renamed, edges)
+    with pytest.raises(PlanError):  # an edge a $ref needs is gone: raised, never cached
+        plan_hash_drifted(request, nodes, edges[:-1])
+    assert plan_hash_drifted({**request, "intent": {**intent, "amount": "13"}}, nodes, edges)
+    assert plan_hash_drifted({**request, "input_params": {}}, nodes, edges)
