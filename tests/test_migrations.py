@@ -252,3 +252,33 @@ def test_dsns_are_described_and_scrubbed_without_password(dsn: str) -> None:
     assert describe_dsn(dsn) == "qtg@db.example:6432/money"
     assert "hunter2" not in scrub(f"could not use {dsn}: hunter2 refused", dsn)
     assert "hunter2" not in scrub(f"could not use {dsn}")  # shape-based, DSN unknown
+
+
+def test_0017_backfills_request_created_at_without_touching_the_nodes(
+    empty_dsn: str, tmp_path: Path
+) -> None:
+    """Nodes that exist before migrations/0017 get their request's created_at;
+    the backfill is not a change of the node (updated_at stays as it was)."""
+    import schema_rows as rows
+
+    root = _copy_migrations(tmp_path)
+    (root / "0017_claim_walks.sql").unlink()
+    migrate(empty_dsn, root=root)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        p = rows.plan(conn)
+        nodes = [rows.node(conn, p, rows.request(conn, p)) for _ in range(3)]
+        rows.walk_node_to(conn, nodes[0], "READY")
+        before = dict(conn.execute("SELECT id, updated_at FROM movement_request_nodes").fetchall())
+        events_before = conn.execute("SELECT count(*) FROM movement_events").fetchone()
+    assert migrate(empty_dsn) == ["0017_claim_walks"]
+    with psycopg.connect(empty_dsn) as conn:
+        found = conn.execute(
+            "SELECT n.id, n.request_created_at, r.created_at, n.updated_at"
+            " FROM movement_request_nodes n JOIN movement_requests r ON r.id = n.request_id"
+        ).fetchall()
+        events = conn.execute("SELECT count(*) FROM movement_events").fetchone()
+    assert len(found) == 3
+    for node_id, copied, created, updated_at in found:
+        assert copied == created
+        assert updated_at == before[node_id]
+    assert events == events_before  # no node_state_changed (or other) event written

@@ -247,3 +247,38 @@ def test_audit_events_are_append_only(conn: psycopg.Connection[Any]) -> None:
     ):
         assert _refusal(conn, lambda s=statement: conn.execute(s)) == "42501", statement
     assert conn.execute("SELECT actor FROM audit_events").fetchall() == [("alice",)]
+
+
+# ------------------------------------------- request_created_at (migrations/0017)
+
+REQUEST_CREATED_AT = """
+SELECT n.request_created_at, r.created_at
+FROM movement_request_nodes n JOIN movement_requests r ON r.id = n.request_id
+WHERE n.id = %(id)s
+"""
+
+
+def test_a_node_inserted_without_request_created_at_gets_its_requests(
+    conn: psycopg.Connection[Any], plan: rows.Plan
+) -> None:
+    first = rows.request(conn, plan)
+    second = rows.request(conn, plan)  # a later created_at (clock_timestamp)
+    for request_id in (first, second):
+        node_id = rows.node(conn, plan, request_id)  # the insert does not name the column
+        copied, created = conn.execute(REQUEST_CREATED_AT, {"id": node_id}).fetchone()  # type: ignore[misc]
+        assert copied is not None and copied == created
+
+
+def test_request_created_at_is_the_requests_whatever_the_insert_says(
+    conn: psycopg.Connection[Any], plan: rows.Plan
+) -> None:
+    request_id = rows.request(conn, plan)
+    node_id = conn.execute(
+        "INSERT INTO movement_request_nodes (request_id, plan_node_id, node_key, node_kind,"
+        " action_type, node_state, request_created_at)"
+        " VALUES (%(rid)s, %(pid)s, 'lying', 'action', 'cex_withdrawal', 'BLOCKED',"
+        " '2000-01-01') RETURNING id",
+        {"rid": request_id, "pid": plan.plan_node_id},
+    ).fetchone()[0]  # type: ignore[index]
+    copied, created = conn.execute(REQUEST_CREATED_AT, {"id": node_id}).fetchone()  # type: ignore[misc]
+    assert copied == created

@@ -3,8 +3,10 @@
 With MG_NODE_DISPATCH_BATCH_SIZE=1, one node per pass (the reference): the
 claim walks unlocked FIFO candidates and claims each under a miss-only
 savepoint. Above 1 (issue 15), `dispatch_batch` claims up to that many nodes
-(one per request) in one statement and commits all their write-ahead rows at
-once; everything below then holds for each node of the batch. Then, still holding node and request:
+in one statement (an index walk in FIFO order), keeps the first per request
+(the others wait, locked and READY, for the next pass) and commits all their
+write-ahead rows at once; everything below then holds for each node of the
+batch. Then, still holding node and request:
 plan-hash drift check → ExecutionContext (with `$ref` resolution) → the
 plan's risk controls → preflight → prepare → sign. Then the write-ahead step
 (DESIGN §4): the node becomes SUBMITTING with its prepared action and
@@ -146,12 +148,14 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
     """Claim up to MG_NODE_DISPATCH_BATCH_SIZE READY nodes in one statement,
     prepare each and write all their write-ahead SUBMITTING rows in ONE
     synchronous commit, then submit them side by side. Returns how many nodes
-    were claimed.
+    were dispatched (the batch, without the rows left out of it).
 
     Every check of the single-node path runs per node, in `_prepare`, on the
     same locks (node and request, FOR NO KEY UPDATE): at most one node per
-    request is claimed, so each request's snapshot is its own and moves as in
-    the serial path. Nothing before the commit has a side effect. After it each
+    request is in a batch (`first_per_request`; the claim's other rows of that
+    request stay locked and READY until the write-ahead commit, for the next
+    pass), so each request's snapshot is its own and moves as in the serial
+    path. Nothing before the commit has a side effect. After it each
     node is submitted by `submit_all`, all in one transaction holding the
     batch's SUBMITTING rows — nodes of one nonce lane (`lane_key`) one after
     the other in claim order, since their nonces were reserved in that order by
@@ -167,16 +171,39 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
                 "limit": ctx.settings.node_dispatch_batch_size,
             },
         )
-        snaps = await progress.snapshots_from_claim(tx, rows)
-        for row in rows:
+        batch = first_per_request(rows)
+        snaps = await progress.snapshots_from_claim(tx, batch)
+        for row in batch:
             submission = await _prepare(ctx, tx, row["id"], snaps[row["request_id"]])
             if submission is not None:
                 submissions.append(submission)
-    # the write-ahead commit of the whole batch happened when the block above closed
-    for row in rows:
+    # the write-ahead commit of the whole batch happened when the block above
+    # closed; it also released the rows left out of the batch, still READY
+    for row in batch:
         ctx.node_left_state(N.READY, row["in_state_seconds"])
     await submit_all(ctx, submissions)
-    return len(rows)
+    # How many nodes this pass dispatched (a left-out row is not counted: it
+    # is dispatched, and counted, by a later pass). Never 0 when rows were
+    # left out, so the loop's drain runs the next pass at once to take them.
+    return len(batch)
+
+
+def first_per_request(rows: list[Any]) -> list[Any]:
+    """The batch of a claim: its first row per request, in claim order.
+
+    The claim (sql/dispatch/claim_batch.sql) is an index walk that cannot
+    DISTINCT ON under FOR UPDATE, so it may lock several READY nodes of one
+    request (a fan-out plan). Only the first is prepared here; the others stay
+    locked and READY until this transaction ends, then the next pass takes
+    them — exactly as if the claim had skipped them.
+    """
+    seen: set[Any] = set()
+    out = []
+    for row in rows:
+        if row["request_id"] not in seen:
+            seen.add(row["request_id"])
+            out.append(row)
+    return out
 
 
 def lane_key(sub: Submission) -> str | None:

@@ -1,33 +1,45 @@
 -- Issue 15, the batch claim of observations: up to %(limit)s due SUBMITTED /
--- OBSERVING nodes, oldest request first, locked with their requests in ONE
--- statement. SKIP LOCKED drops a node whose row or request someone else holds
+-- OBSERVING nodes, oldest request first (movement_requests.created_at ASC),
+-- locked with their requests in ONE statement: FOR NO KEY UPDATE OF node,
+-- request (see qtg/services/dispatch.py on why NO KEY UPDATE and on lock
+-- order). SKIP LOCKED drops a node whose row or request someone else holds
 -- (PostgreSQL re-checks the WHERE clause on every row it locks, so a node
 -- another observer advanced since the scan is dropped too). Several nodes of
 -- one request may come together: this transaction then holds that request
 -- once, and their outcomes are applied to one snapshot in claim order.
+--
+-- A streaming walk, nodes first: n.request_created_at is the node's copy of
+-- its request's immutable created_at (migrations/0017), and the partial index
+-- movement_request_nodes_observable_fifo (request_created_at,
+-- coalesce(next_observe_at, '-infinity'), id) yields the nodes in claim order
+-- with the due test checked on the index entry (an Index Cond: a node that is
+-- not due costs no heap visit). Each candidate joins its request by primary
+-- key, and the walk stops once %(limit)s rows are locked; no sort across the
+-- EXECUTING requests. The due test must stay written exactly as the index
+-- expression (coalesce(next_observe_at, '-infinity') <= now(), the same as
+-- next_observe_at IS NULL OR next_observe_at <= now()).
+--
 -- db_now is the transaction's clock, for the observation timeout. The
 -- request's columns (as sql/progress/load_request.sql reads them) come with
 -- the claim, which locked that row (progress.snapshots_from_claim).
-SELECT movement_request_nodes.id, movement_request_nodes.request_id, now() AS db_now,
-       movement_requests.request_state, movement_requests.compiled_plan_hash,
-       movement_requests.intent, movement_requests.input_params,
-       movement_requests.current_frontier, movement_requests.template_version_id,
-       movement_requests.created_at AS request_created_at,
+SELECT n.id, n.request_id, now() AS db_now,
+       r.request_state, r.compiled_plan_hash,
+       r.intent, r.input_params,
+       r.current_frontier, r.template_version_id,
+       r.created_at AS request_created_at,
        movement_templates.template_key, template_versions.version AS template_version,
        template_versions.risk_controls,
-       movement_request_nodes.node_state,
-       extract(epoch FROM clock_timestamp() - coalesce(movement_request_nodes.state_entered_at,
-                                                       movement_request_nodes.updated_at))
+       n.node_state,
+       extract(epoch FROM clock_timestamp() - coalesce(n.state_entered_at, n.updated_at))
            AS in_state_seconds
-FROM movement_request_nodes
-JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_id
-JOIN movement_templates ON movement_templates.id = movement_requests.template_id
-JOIN template_versions ON template_versions.id = movement_requests.template_version_id
-WHERE movement_request_nodes.node_state IN ('SUBMITTED', 'OBSERVING')
-  AND movement_requests.request_state = 'EXECUTING'
-  AND movement_requests.network_class = %(network_class)s
-  AND (movement_request_nodes.next_observe_at IS NULL
-       OR movement_request_nodes.next_observe_at <= now())
-ORDER BY movement_requests.created_at, movement_request_nodes.id
+FROM movement_request_nodes n
+JOIN movement_requests r ON r.id = n.request_id
+JOIN movement_templates ON movement_templates.id = r.template_id
+JOIN template_versions ON template_versions.id = r.template_version_id
+WHERE n.node_state IN ('SUBMITTED', 'OBSERVING')
+  AND coalesce(n.next_observe_at, '-infinity'::timestamptz) <= now()
+  AND r.request_state = 'EXECUTING'
+  AND r.network_class = %(network_class)s
+ORDER BY n.request_created_at, coalesce(n.next_observe_at, '-infinity'::timestamptz), n.id
 LIMIT %(limit)s
-FOR NO KEY UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED
+FOR NO KEY UPDATE OF n, r SKIP LOCKED
