@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--movements", type=int, default=2000, help="3-node movements per drain")
     parser.add_argument("--pickups", type=int, default=200, help="pickup samples per run (0: none)")
     parser.add_argument("--two", action="store_true", help="also drain with 2 processes")
+    parser.add_argument("--statements", action="store_true",
+                        help="print each drain's statements per node")
     args = parser.parse_args(argv)
     variants = args.env or [""]
     figures: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -74,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
                             f"{d.per_node(d.round_trips):.1f} rt/node, "
                             f"subs {d.submissions}/{d.submission_nodes} dup {d.duplicate_submits}"
                             + (f" PROBLEMS {d.problems[:2]}" if d.problems else ""))
+                        if args.statements:
+                            for st in sorted(d.statements, key=lambda st: -int(st["calls"]))[:16]:
+                                query = " ".join(str(st["query"]).split())[:100]
+                                print(f"    {d.per_node(int(st['calls'])):5.2f}/node "
+                                      f"{float(st['exec_ms']):8.0f} ms  {query}",
+                                      file=sys.stderr)
 
         trio.run(run)
     for name, figs in figures.items():
