@@ -189,7 +189,8 @@ class Bench:
             )
             self.r.drains[key] = d
             self.say(f"drain {key}: {d.nodes_per_s:.1f} nodes/s, {d.nodes_completed} nodes, "
-                     f"{d.per_node(d.round_trips):.1f} round trips/node")
+                     f"{d.per_node(d.round_trips):.1f} statements/node, "
+                     f"{d.per_node(d.commits):.2f} commits/node")
 
         if self.with_peers:
             self.r.peers = await self.phase("peers", lambda: peers.measure(

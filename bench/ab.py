@@ -68,12 +68,14 @@ def main(argv: list[str] | None = None) -> int:
                             label=f"ab{round_no}_{i}_{procs}", processes=procs, window_s=60,
                         )
                         figures[name][f"drain {procs}p nodes/s"].append(d.nodes_per_s)
-                        figures[name][f"{procs}p round trips/node"].append(
+                        figures[name][f"{procs}p statements/node"].append(
                             d.per_node(d.round_trips))
+                        figures[name][f"{procs}p commits/node"].append(d.per_node(d.commits))
                         figures[name][f"{procs}p cpu ms/node rt+pg"].append(
                             1000 * (d.runtime_cpu_s + d.postgres_cpu_s) / max(1, d.nodes_completed))
                         say(f"{name}: drain {procs}p {d.nodes_per_s:.1f} nodes/s, "
-                            f"{d.per_node(d.round_trips):.1f} rt/node, "
+                            f"{d.per_node(d.round_trips):.1f} statements/node, "
+                            f"{d.per_node(d.commits):.2f} commits/node, "
                             f"subs {d.submissions}/{d.submission_nodes} dup {d.duplicate_submits}"
                             + (f" PROBLEMS {d.problems[:2]}" if d.problems else ""))
                         if args.statements:

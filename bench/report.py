@@ -141,7 +141,7 @@ def _table(r: Results) -> str:
     rows.append(("3. Sandbox submissions per node (all drains)", "exactly 1", subs[0], subs[1],
                  ""))
     if one and one.statements:
-        rows.append(("3. Round trips / commits per node (1 process)", "(bound analysis)",
+        rows.append(("3. Statements / commits per node (1 process)", "(bound analysis)",
                      f"{_f(one.per_node(one.round_trips))} / {_f(one.per_node(one.commits))}",
                      "", ""))
     if one and one.wall_s:
@@ -157,7 +157,7 @@ def _table(r: Results) -> str:
                      f"runtimes {_pct(two.runtime_cpu_s / two.wall_s)}, PostgreSQL "
                      f"{_pct(two.postgres_cpu_s / two.wall_s)}; machine "
                      f"{_pct(r.busy.get('drain-2proc-reactive'))} of 2 cores busy; "
-                     f"{_f(two.per_node(two.round_trips))} round trips/node", "", ""))
+                     f"{_f(two.per_node(two.round_trips))} statements/node", "", ""))
     drain_row("4. Notify triggers off (qtg.notify=off), 1 process", "price of reactivity",
               "notifyoff", None)
     off = r.drains.get("notifyoff-reactive")

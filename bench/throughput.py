@@ -10,9 +10,13 @@ completed within it.
 
 Beside the rate, each drain records:
 - sandbox submissions per node (a node submitted twice is a failed benchmark);
-- round trips per node: every top-level statement the database ran for this
-  database (pg_stat_statements; BEGIN, COMMIT and SAVEPOINT count, statements
-  inside triggers do not), and the commits among them;
+- statements per node: every top-level statement the database ran for this
+  database (pg_stat_statements; statements inside triggers do not count, nor
+  do BEGIN and COMMIT, which qtg.db sends in the pipelines of the statements
+  beside them — pg_stat_statements does not see them once psycopg has
+  prepared them), and the commits: write transactions, from the growth of the
+  server's next transaction id over the drain (a single autocommit write
+  counts; a read-only transaction, which makes no WAL flush, does not);
 - CPU seconds of the runtime processes and of every PostgreSQL process over
   the drain, against its wall time (2 cores);
 - resident memory of the first runtime at every progress tick (growth while
@@ -45,6 +49,7 @@ SQL = bench_sql(
     "statements",
     "notify_off",
     "wait_events",
+    "database_commits",
 )
 
 #: The engine's claim statements (each runs under a savepoint), recognised in
@@ -80,6 +85,7 @@ class DrainResult:
     submission_nodes: int = 0
     duplicate_submits: int = 0
     statements: list[dict[str, Any]] = field(default_factory=list)
+    xact_commits: int = 0  # write transactions over the drain (transaction ids)
     runtime_cpu_s: float = 0.0
     loop_thread_cpu_s: float = 0.0  # first runtime: its trio thread
     other_threads_cpu_s: float = 0.0  # first runtime: every other thread
@@ -101,7 +107,7 @@ class DrainResult:
 
     @property
     def commits(self) -> int:
-        return sum(int(s["calls"]) for s in self.statements if s["query"].strip() == "COMMIT")
+        return self.xact_commits
 
     def queue_mean(self, state: str) -> float:
         values = self.queue.get(state, [])
@@ -162,6 +168,7 @@ async def _drain(
             rt_before = procs.cpu_seconds(pids)
             first_before = procs.cpu_seconds(pids[:1])
             loop_before = procs.thread_cpu(pids[0]).get(pids[0], 0.0)
+            commits_before = await trio.to_thread.run_sync(_commits, monitor, name)
             released = time.monotonic()
             await trio.to_thread.run_sync(gate.commit)  # the gate opens
 
@@ -175,6 +182,9 @@ async def _drain(
                 if sampler is not None:
                     sampler.stop()
             result.wall_s = time.monotonic() - released
+            result.xact_commits = (
+                await trio.to_thread.run_sync(_commits, monitor, name) - commits_before
+            )
             result.runtime_cpu_s = procs.cpu_seconds(pids) - rt_before
             result.loop_thread_cpu_s = (
                 procs.thread_cpu(pids[0]).get(pids[0], 0.0) - loop_before
@@ -291,6 +301,12 @@ class _WaitSampler:
 
 def _connect(dsn: str, autocommit: bool = True) -> psycopg.Connection[Any]:
     return psycopg.connect(dsn, autocommit=autocommit, row_factory=dict_row)
+
+
+def _commits(conn: psycopg.Connection[Any], name: str) -> int:
+    """The server's next transaction id (bench/sql/database_commits.sql): the
+    drain is the only writer on the private server while it runs."""
+    return int(_fetchone(conn, SQL.database_commits.text)["next_xid"])
 
 
 def _fetchone(conn: psycopg.Connection[Any], text: str) -> dict[str, Any]:
