@@ -60,7 +60,13 @@ from qtg.domain.faults import CLAIM_TRIES_PER_PASS, CLAIM_TRIES_PER_TRANSACTION
 from qtg.domain.plan import PlanError
 from qtg.domain.refs import ConfigRefResolutionError
 from qtg.domain.states import NodeState, RequestState
-from qtg.providers.base import Executor, PreparedAction, ProviderError, SubmitRejected
+from qtg.providers.base import (
+    Executor,
+    PreparedAction,
+    ProviderError,
+    SubmitRejected,
+    SubmitResult,
+)
 from qtg.providers.registry import UnknownExecutorError, UnknownSignerError
 from qtg.services import progress
 from qtg.services.batch import run_each_isolated
@@ -173,10 +179,12 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
         )
         batch = first_per_request(rows)
         snaps = await progress.snapshots_from_claim(tx, batch)
+        write_aheads: list[Submission] = []
         for row in batch:
-            submission = await _prepare(ctx, tx, row["id"], snaps[row["request_id"]])
+            submission = await _prepare(ctx, tx, row["id"], snaps[row["request_id"]], write_aheads)
             if submission is not None:
                 submissions.append(submission)
+        defer_write_ahead(tx, write_aheads)  # the whole batch's, in one statement
     # the write-ahead commit of the whole batch happened when the block above
     # closed; it also released the rows left out of the batch, still READY
     for row in batch:
@@ -249,6 +257,7 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
     if not submissions:
         return
     submitted: list[Submission] = []
+    results: list[SubmitResult] = []  # of `submitted`, in the same order
     bad: list[Submission] = []  # FAILED/UNKNOWN outcomes
     unknown: set[Any] = set()  # requests with an UNKNOWN outcome
     failure: Exception | None = None
@@ -273,9 +282,10 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
 
         async def run_lane(lane: list[Submission]) -> int:
             for sub in lane:
-                outcome = await _submit_held(tx, sub)
-                if outcome == N.SUBMITTED:
+                outcome, result = await _submit_held(tx, sub)
+                if result is not None:
                     submitted.append(sub)
+                    results.append(result)
                 else:
                     bad.append(sub)
                     if outcome == N.UNKNOWN:
@@ -287,6 +297,15 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
             await run_each_isolated(run_lane, groups, len(groups))
         except Exception as exc:  # one lane's error: the others' outcomes still commit
             failure = exc
+        if submitted:  # every SUBMITTED outcome of the batch, one statement
+            tx.defer(
+                SQL.record_submitted,
+                {
+                    "node_ids": [sub.node_id for sub in submitted],
+                    "provider_refs": [Jsonb(r.provider_refs) for r in results],
+                    "artifacts": [Jsonb(r.artifacts) for r in results],
+                },
+            )
 
     if submitted and ctx.wake is not None:
         ctx.wake("qtg_observe")  # SUBMITTED is due now: this process's observer, at once
@@ -382,8 +401,18 @@ async def claim_ready_node(tx: Tx, network_class: str) -> dict[str, Any] | None:
 
 
 async def _prepare(
-    ctx: ServiceContext, tx: Tx, node_id: Any, snap: progress.Snapshot
+    ctx: ServiceContext,
+    tx: Tx,
+    node_id: Any,
+    snap: progress.Snapshot,
+    write_aheads: list[Submission] | None = None,
 ) -> Submission | None:
+    """Everything before the write-ahead step for one claimed node; its
+    Submission, or None (failed before submit, or an observe node).
+
+    The write-ahead UPDATE is deferred (committed when `tx` closes): at once
+    for this node, or — given `write_aheads` — appended there, for the caller
+    to defer the batch's in one statement (`defer_write_ahead`)."""
     node = snap.node_by_id(node_id)
     if snap.request["request_state"] == R.APPROVED:
         await progress.set_request_state(tx, snap, R.EXECUTING)
@@ -454,16 +483,7 @@ async def _prepare(
         return None
 
     key = idempotency_key(node["id"], context.attempt_no)
-    tx.defer(  # committed (with the state changes above) when the transaction closes
-        SQL.write_ahead,
-        {
-            "node_id": node["id"],
-            "attempt_no": context.attempt_no,
-            "idempotency_key": key,
-            "prepared_action": Jsonb({**msgspec.to_builtins(prepared), "signature": signature}),
-        },
-    )
-    return Submission(
+    submission = Submission(
         request_id=snap.request["id"],
         node_id=node["id"],
         attempt_no=context.attempt_no,
@@ -473,6 +493,30 @@ async def _prepare(
         signature=signature,
         executor=executor,
     )
+    if write_aheads is None:
+        defer_write_ahead(tx, [submission])
+    else:
+        write_aheads.append(submission)
+    return submission
+
+
+def defer_write_ahead(tx: Tx, subs: list[Submission]) -> None:
+    """Defer the write-ahead UPDATE of `subs` (SUBMITTING with their attempt,
+    idempotency key and prepared action), one statement for all: committed
+    with the state changes before it when the transaction closes."""
+    if not subs:
+        return
+    tx.defer(
+        SQL.write_ahead,
+        {
+            "node_ids": [s.node_id for s in subs],
+            "attempt_nos": [s.attempt_no for s in subs],
+            "idempotency_keys": [s.idempotency_key for s in subs],
+            "prepared_actions": [
+                Jsonb({**msgspec.to_builtins(s.prepared), "signature": s.signature}) for s in subs
+            ],
+        },
+    )
 
 
 async def _submit(ctx: ServiceContext, sub: Submission) -> None:
@@ -480,9 +524,10 @@ async def _submit(ctx: ServiceContext, sub: Submission) -> None:
     await submit_all(ctx, [sub])
 
 
-async def _submit_held(tx: Tx, sub: Submission) -> NodeState:
-    """Call submit on a node `tx` holds SUBMITTING and queue its outcome in `tx`:
-    SUBMITTED, or FAILED/UNKNOWN (then its request must move on).
+async def _submit_held(tx: Tx, sub: Submission) -> tuple[NodeState, SubmitResult | None]:
+    """Call submit on a node `tx` holds SUBMITTING: SUBMITTED with the
+    provider's result (the caller records it, with the batch's others), or
+    FAILED/UNKNOWN, queued in `tx` here (then its request must move on).
 
     A dead database connection (psycopg.OperationalError) is not the
     provider's answer: nothing is written — writing anything would guess —
@@ -506,16 +551,8 @@ async def _submit_held(tx: Tx, sub: Submission) -> NodeState:
         )
         outcome = (N.UNKNOWN, "SUBMIT_OUTCOME_UNKNOWN", f"{type(exc).__name__}: {exc}")
     else:
-        tx.defer(
-            SQL.record_submitted,
-            {
-                "node_id": sub.node_id,
-                "provider_refs": Jsonb(result.provider_refs),
-                "artifacts": Jsonb(result.artifacts),
-            },
-        )
-        return N.SUBMITTED
+        return N.SUBMITTED, result
     # The outcome on the one row we hold: committed without waiting behind
     # whoever holds the request (an observer's provider call).
     progress.record_node_error(tx, sub.node_id, *outcome)
-    return outcome[0]
+    return outcome[0], None

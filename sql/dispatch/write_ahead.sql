@@ -1,14 +1,19 @@
 -- DESIGN §4, the write-ahead step: committed before the executor's submit is
--- called, so a crash can never lead to a blind second submit.
-UPDATE movement_request_nodes
+-- called, so a crash can never lead to a blind second submit. One statement
+-- for a whole dispatch batch (issue 15): row i of the arrays is one node's
+-- attempt; every node is held by the caller's claim.
+UPDATE movement_request_nodes n
 SET node_state = 'SUBMITTING',
-    attempt_no = %(attempt_no)s,
-    idempotency_key = %(idempotency_key)s,
-    prepared_action = %(prepared_action)s,
+    attempt_no = w.attempt_no,
+    idempotency_key = w.idempotency_key,
+    prepared_action = w.prepared_action,
     started_at = now(),  -- each attempt its own observation clock (issue 10)
     recover_attempts = 0,
     next_recover_at = NULL,
     error_code = NULL,
     error_detail = NULL
-WHERE id = %(node_id)s
-  AND node_state = 'READY'
+FROM unnest(%(node_ids)s::uuid[], %(attempt_nos)s::integer[],
+            %(idempotency_keys)s::text[], %(prepared_actions)s::jsonb[])
+     AS w (node_id, attempt_no, idempotency_key, prepared_action)
+WHERE n.id = w.node_id
+  AND n.node_state = 'READY'
