@@ -57,6 +57,30 @@ async def test_a_failing_deferred_write_rolls_the_whole_transaction_back(db: Dat
     assert db.stats().get("pool_available", 0) == db.stats().get("pool_size", 0)
 
 
+async def test_begin_sent_with_the_first_statement_still_makes_one_transaction(
+    db: Database, dsn: str
+) -> None:
+    """BEGIN travels in the first statement's pipeline and COMMIT in the deferred
+    writes' (issue 15): what the transaction wrote stays invisible to another
+    connection until the commit, and a deferred-only transaction is atomic."""
+    await db.execute(CREATE)
+    async with Database(dsn, min_size=1, max_size=1) as other:
+        async with db.transaction() as tx:
+            await tx.execute(INSERT, {"n": 1})  # BEGIN + INSERT, one pipeline
+            tx.defer(INSERT, {"n": 2})
+            assert [r["n"] for r in await tx.fetch(ROWS)] == [1, 2]
+            assert await other.fetch(ROWS) == []  # not committed yet
+            tx.defer(INSERT, {"n": 3})  # goes with the COMMIT
+        assert [r["n"] for r in await other.fetch(ROWS)] == [1, 2, 3]
+
+        with pytest.raises(psycopg.errors.NotNullViolation):
+            async with db.transaction() as tx:  # deferred writes only: BEGIN … COMMIT at once
+                tx.defer(INSERT, {"n": 4})
+                tx.defer(BAD)
+        assert [r["n"] for r in await other.fetch(ROWS)] == [1, 2, 3]
+    assert db.stats().get("pool_available", 0) == db.stats().get("pool_size", 0)
+
+
 async def test_a_claim_miss_rolls_back_only_its_savepoint(db: Database) -> None:
     await db.execute(CREATE)
     async with db.transaction() as tx:

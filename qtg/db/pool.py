@@ -15,6 +15,12 @@ statements beside them instead of each costing a round trip of its own
   writes deferred before it; a later one with the writes deferred since;
 - the commit goes in one pipeline with the deferred writes (a transaction of
   deferred writes only — BEGIN, writes, COMMIT — is one round trip).
+What this relies on in psycopg (pinned exactly; `tests/test_pool.py` pins
+the behaviour): in autocommit mode it sends no BEGIN of its own; `rollback()`
+and `commit()` end a transaction opened by our BEGIN (they look at the
+server's transaction status, not at the autocommit flag); in pipeline mode a
+cursor's results are attached at the pipeline's sync, and a failed statement
+raises there, after which the rest of that pipeline is not executed.
 That is also what isolates the API from the workers (issue 17): each
 `Database` is its own pool with its own size and checkout timeout, and nothing
 is shared between pools — not connections, not threads — so a flood of API
