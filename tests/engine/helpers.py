@@ -9,7 +9,8 @@ from typing import Any
 
 import trio
 
-from qtg.db import Query
+from qtg.config import Settings
+from qtg.db import Database, Query
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import ClaimWalk, Submission, _prepare, dispatch_ready_nodes
 from qtg.services.movements import approve_movement, create_movement, get_movement
@@ -139,3 +140,45 @@ async def write_ahead_only(svc: ServiceContext) -> Submission:
         submission = await _prepare(svc, tx, *claimed)
     assert submission is not None
     return submission
+
+
+PassFn = Callable[[ServiceContext], Awaitable[int]]
+
+
+async def race_passes(
+    svc: ServiceContext,
+    dsn: str,
+    settings: Settings,
+    pass_fn: PassFn,
+    *,
+    more: Query,
+    before: PassFn | None = None,
+    pool_size: int = 4,
+    racers: int = 4,
+) -> tuple[list[int], int]:
+    """Run `racers` worker loops side by side, each on its own pool (as separate
+    processes would), each calling `pass_fn` while the count `more` is above 0
+    (after `before`, uncounted, when given). Returns every pass's result and
+    the most `pass_fn` calls that were in flight at once (> 1: they raced)."""
+    results: list[int] = []
+    overlapping = running = 0
+
+    async def racer() -> None:
+        nonlocal overlapping, running
+        async with Database(dsn, max_size=pool_size) as db:  # its own connections
+            ctx = ServiceContext(db, settings, svc.providers)
+            with trio.fail_after(60):
+                while await db.fetchval(more):
+                    if before is not None:
+                        await before(ctx)
+                    running += 1
+                    overlapping = max(overlapping, running)
+                    try:
+                        results.append(await pass_fn(ctx))
+                    finally:
+                        running -= 1
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(racers):
+            nursery.start_soon(racer)
+    return results, overlapping

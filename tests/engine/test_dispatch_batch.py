@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import trio
 
-from qtg.db import Database, ListenHub, Query
+from qtg.db import ListenHub, Query
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import Submission, dispatch_ready_nodes, lanes
 from qtg.services.movements import get_movement
 
-from .helpers import Q, movement, node, template
+from .helpers import Q, movement, node, race_passes, template
 
 READY = Query(
     "tests/ready", "SELECT count(*) FROM movement_request_nodes WHERE node_state = 'READY'"
@@ -29,26 +29,9 @@ async def test_racing_batch_passes_claim_and_submit_each_node_exactly_once(
     for i in range(total):
         await movement(svc, "burst", key=f"burst-{i}")
     settings = svc.settings.replace(node_dispatch_batch_size=16)
-    claimed: list[int] = []
-    overlapping = 0
-    running = 0
-
-    async def racer() -> None:
-        nonlocal overlapping, running
-        async with Database(dsn, max_size=4) as db:  # its own connections
-            ctx = ServiceContext(db, settings, svc.providers)
-            with trio.fail_after(60):
-                while await db.fetchval(READY):
-                    running += 1
-                    overlapping = max(overlapping, running)
-                    try:
-                        claimed.append(await dispatch_ready_nodes(ctx))
-                    finally:
-                        running -= 1
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(4):
-            nursery.start_soon(racer)
+    claimed, overlapping = await race_passes(
+        svc, dsn, settings, dispatch_ready_nodes, more=READY
+    )
 
     assert overlapping > 1  # the passes really raced
     assert max(claimed) > 1  # and a pass really claimed a batch

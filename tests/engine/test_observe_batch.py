@@ -5,14 +5,13 @@ once, and a completion's successor is released READY in the same commit."""
 from __future__ import annotations
 
 import pytest
-import trio
 
-from qtg.db import Database, Query
+from qtg.db import Query
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.observe import observe_active_nodes
 
-from .helpers import Q, movement, node, template
+from .helpers import Q, movement, node, race_passes, template
 
 UNFINISHED = Query(
     "tests/unfinished",
@@ -55,27 +54,10 @@ async def test_racing_observer_passes_observe_and_complete_each_node_once(
     settings = svc.settings.replace(
         node_observe_batch_size=16, node_observe_batch_claim=batch_claim
     )
-    observed: list[int] = []
-    overlapping = 0
-    running = 0
-
-    async def racer() -> None:
-        nonlocal overlapping, running
-        async with Database(dsn, max_size=6) as db:  # its own connections
-            ctx = ServiceContext(db, settings, svc.providers)
-            with trio.fail_after(60):
-                while await db.fetchval(UNFINISHED):
-                    await dispatch_ready_nodes(ctx)
-                    running += 1
-                    overlapping = max(overlapping, running)
-                    try:
-                        observed.append(await observe_active_nodes(ctx))
-                    finally:
-                        running -= 1
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(4):
-            nursery.start_soon(racer)
+    observed, overlapping = await race_passes(
+        svc, dsn, settings, observe_active_nodes,
+        more=UNFINISHED, before=dispatch_ready_nodes, pool_size=6,
+    )  # fmt: skip
 
     assert overlapping > 1  # the passes really raced
     assert max(observed) > 1  # and a pass really observed several nodes
