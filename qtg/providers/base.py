@@ -99,6 +99,23 @@ class PreflightError(ProviderError):
     code = "PREFLIGHT_REJECTED"
 
 
+class RetryLater(PreflightError):
+    """A transient or policy wait before any side effect: the node goes back to READY.
+
+    Raised by preflight/prepare when nothing was sent and the condition may clear by
+    itself (an RPC outage, a fee above its cap, an open drift finding). The node is not
+    FAILED: it waits `retry_after_seconds` and is paged past a threshold.
+    """
+
+    code = "RETRY_LATER"
+
+    def __init__(
+        self, detail: str, *, code: str | None = None, retry_after_seconds: float = 5.0
+    ) -> None:
+        super().__init__(detail, code=code)
+        self.retry_after_seconds = retry_after_seconds
+
+
 class SubmitRejected(ProviderError):
     """Refused before any side effect: the node may be FAILED safely."""
 
