@@ -23,15 +23,18 @@ from typing import Any
 
 import trio
 
-from qtg.cli.common import add_database_option, database_url, describe_dsn
+from qtg.cli.common import CommandError, add_database_option, database_url, describe_dsn
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.services.audit import (
     AuditKeys,
+    UnkeyedChainError,
     VerifyResult,
+    adopt_unkeyed_chain,
     audit_keys,
     take_checkpoint,
     verify_audit_chain,
+    with_embedded_key,
 )
 
 
@@ -66,6 +69,17 @@ def register(subparsers: Any) -> None:
     add_database_option(checkpoint)
     checkpoint.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     checkpoint.set_defaults(run=run_checkpoint)
+    adopt = actions.add_parser(
+        "adopt",
+        help="continue an unkeyed (legacy) chain with keyed rows (needs MG_AUDIT_HMAC_KEY)",
+        description="With a key configured, the runtime refuses to extend a chain whose "
+        "newest row is unkeyed, and `verify` fails a chain with no keyed row: an unkeyed "
+        "chain may have been rewritten by anyone with SQL access. After checking the chain "
+        "(against a checkpoint or an export you trust), `adopt` appends a keyed "
+        "audit.chain_adopted row naming the unkeyed head, and the keyed chain goes on from it.",
+    )
+    add_database_option(adopt)
+    adopt.set_defaults(run=run_adopt)
 
 
 def _load_checkpoint(path: str) -> dict[str, Any]:
@@ -83,8 +97,16 @@ def _load_checkpoint(path: str) -> dict[str, Any]:
     return data
 
 
-def run_verify(args: argparse.Namespace) -> int:
+def _settings(args: argparse.Namespace) -> Settings:
+    """The settings, with the embedded data folder's generated key when that is the database."""
     settings = Settings.from_env()
+    if getattr(args, "database_url", None):
+        return settings
+    return with_embedded_key(settings, create=False)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    settings = _settings(args)
     keys = audit_keys(settings)
     checkpoint = None
     if args.checkpoint:
@@ -117,7 +139,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_checkpoint(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
+    settings = _settings(args)
     keys = audit_keys(settings)
     if keys is None:
         raise ConfigError(
@@ -137,6 +159,35 @@ def run_checkpoint(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def run_adopt(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    keys = audit_keys(settings)
+    if keys is None:
+        raise ConfigError(
+            "qtg audit adopt: set MG_AUDIT_HMAC_KEY or MG_AUDIT_HMAC_KEY_FILE "
+            "(adopting means continuing the chain keyed)"
+        )
+    with database_url(args, settings) as dsn:
+        where = describe_dsn(dsn)
+        try:
+            adopted = trio.run(_adopt, dsn, keys)
+        except UnkeyedChainError as exc:
+            raise CommandError(f"qtg audit adopt: {exc}") from None
+    if adopted is None:
+        print(f"{where}: nothing to adopt (the chain is empty or its newest row is keyed)")
+    else:
+        print(
+            f"{where}: adopted the unkeyed chain up to audit_events id {adopted}; "
+            f"it goes on keyed (key id {keys.current_id})"
+        )
+    return 0
+
+
+async def _adopt(dsn: str, keys: AuditKeys) -> int | None:
+    async with Database(dsn, min_size=1, max_size=2, application_name="qtg-audit-adopt") as db:
+        return await adopt_unkeyed_chain(db, keys, actor="cli:qtg audit adopt")
 
 
 async def _verify(

@@ -174,10 +174,16 @@ class KeyedVerifier:
     `keys` maps key_id → key. With a `checkpoint`, the walk also proves the
     table still contains the checkpoint's head with the same hash and the same
     number of rows up to it; `finish()` reports a table that ends before it.
+
+    `require_keyed` (a key is configured, issue 26): a non-empty chain with no
+    keyed row fails. Anyone with SQL access can re-hash the whole table as
+    legacy rows, or delete its keyed rows, and the legacy rules alone would
+    still add up; only a keyed row proves the key holder wrote the chain.
     """
 
     keys: Mapping[str, bytes]
     checkpoint: Mapping[str, Any] | None = None
+    require_keyed: bool = False
     prev_hash: str = GENESIS_HASH
     checked: int = 0
     last_id: int = 0
@@ -259,7 +265,8 @@ class KeyedVerifier:
         return None
 
     def finish(self) -> ChainBreak | None:
-        """The break found, or one for a table that ends before the checkpoint's head."""
+        """The break found, one for a table that ends before the checkpoint's head,
+        or (`require_keyed`) one for a non-empty chain without a keyed row."""
         if self.broken is not None:
             return self.broken
         cp = self.checkpoint
@@ -272,5 +279,12 @@ class KeyedVerifier:
                 self.last_id,
                 f"truncated below the checkpoint: the table ends at id {self.last_id}, "
                 f"the checkpoint's head is id {cp['head_id']}",
+            )
+        if self.require_keyed and self.checked > 0 and not self.seen_keyed:
+            return ChainBreak(
+                self.last_id,
+                f"no keyed row: a key is configured but all {self.checked} rows are unkeyed "
+                "(legacy), so the chain may have been rewritten without the key (re-hashed as "
+                "legacy, or its keyed rows deleted); if it is genuine, run `qtg audit adopt`",
             )
         return None

@@ -66,6 +66,12 @@ from qtg.runtime.registry import (
 )
 from qtg.runtime.supervision import CoreWorkerFailed, WorkerFn, run_worker_groups
 from qtg.services import heartbeats as heartbeat_rows
+from qtg.services.audit import (
+    UnkeyedChainError,
+    audit_keys,
+    check_chain_extendable,
+    with_embedded_key,
+)
 from qtg.services.context import ServiceContext
 
 log = logging.getLogger("qtg.runtime")
@@ -366,6 +372,8 @@ async def serve(
                 with runtime_scope:
                     async with trio.open_nursery() as nursery:
                         dsn, embedded = await _database(settings, args)
+                        if embedded is not None:
+                            settings = _embedded_audit_key(settings)
                         shutdown.dsn = dsn
                         db = Database(
                             dsn,
@@ -616,6 +624,8 @@ async def _run(
 
     validate(specs)
     runtime.workers = resolve_workers(settings, getattr(providers, "capabilities", ()), specs)
+    if any(w.name == "audit_outbox_promoter" for w in running(runtime.workers)):
+        await _check_audit_chain(db, settings)
     _log_worker_set(runtime.workers)
     loaded = load(runtime.workers)
     runtime.metrics.describe_process(
@@ -668,6 +678,24 @@ async def _run(
             "instance_id": runtime.instance_id,
         },
     )
+
+
+def _embedded_audit_key(settings: Settings) -> Settings:
+    """The embedded database's default is a keyed audit chain (issue 26): the key is
+    made in its data folder once the server has created that folder (its owner
+    and mode are the embedded server's business)."""
+    try:
+        return with_embedded_key(settings, create=True)
+    except OSError as exc:
+        raise StartupError(f"cannot create the embedded audit key: {exc}") from None
+
+
+async def _check_audit_chain(db: Database, settings: Settings) -> None:
+    """Refuse to start a keyed promoter on a chain whose newest row is unkeyed (issue 26)."""
+    try:
+        await check_chain_extendable(db, audit_keys(settings))
+    except UnkeyedChainError as exc:
+        raise StartupError(str(exc)) from None
 
 
 async def _record_crash(runtime: Runtime, worker: str, error: BaseException) -> None:

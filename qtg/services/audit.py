@@ -25,6 +25,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
+import secrets
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +38,7 @@ import trio
 
 from qtg.db import Database, sql_family
 from qtg.domain import audit_chain
+from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
 
 if TYPE_CHECKING:
@@ -58,6 +62,9 @@ SQL = sql_family(
 PROMOTE_BATCH_SIZE = 500
 #: audit_events rows read per verification page (bounded memory on any size of log).
 VERIFY_PAGE_SIZE = 1000
+#: How often, and how far apart, `qtg audit adopt` tries to take the chain's lock.
+ADOPT_ATTEMPTS = 200
+ADOPT_RETRY_SECONDS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +126,46 @@ def audit_keys(settings: Settings) -> AuditKeys | None:
     return AuditKeys(current=current, by_id={audit_chain.key_id(k): k for k in keys})
 
 
+#: File, under MG_EMBEDDED_DATA_DIR, holding the generated audit key (embedded database only).
+EMBEDDED_KEY_FILE_NAME = "audit_hmac_key"
+
+
+def with_embedded_key(settings: Settings, *, create: bool) -> Settings:
+    """`settings` keyed by MG_EMBEDDED_DATA_DIR/audit_hmac_key when they use the
+    embedded database and configure no key (issue 26): the default is keyed.
+
+    The runtime creates the key (0600, atomically) on first start; commands
+    (`create=False`) only use one that exists. An external database, or any
+    key setting, leaves `settings` as they are: the operator decides there.
+    """
+    if settings.database_url is not None or settings.audit_hmac_key or settings.audit_hmac_key_file:
+        return settings
+    path = Path(settings.embedded_data_dir) / EMBEDDED_KEY_FILE_NAME
+    if not path.exists():
+        if not create:
+            return settings
+        _create_key_file(path)
+    return settings.replace(audit_hmac_key_file=str(path))
+
+
+def _create_key_file(path: Path) -> None:
+    """Write a new random key (mode 0600); if another process won the race, keep theirs."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".audit_hmac_key.", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)  # atomic, and never replaces an existing key
+        except FileExistsError:
+            return
+    finally:
+        os.unlink(tmp)
+    log.info("generated an audit HMAC key", extra={"path": str(path)})
+
+
 @functools.lru_cache(maxsize=4)
 def _keys_once(key: str | None, key_file: str | None, previous: str | None) -> AuditKeys | None:
     """`audit_keys` read once per process (the key file is not re-read on every pass)."""
@@ -131,12 +178,50 @@ def _keys_once(key: str | None, key_file: str | None, previous: str | None) -> A
     )
 
 
+class UnkeyedChainError(RuntimeError):
+    """A key is configured but the chain's newest row is not keyed (issue 26).
+
+    Nothing tells a legacy chain written before the key from one an attacker
+    re-hashed as legacy (or whose keyed rows they deleted): only a keyed row
+    proves the key holder wrote it. So a keyed promoter never continues such a
+    chain on its own; an operator who has checked it runs `qtg audit adopt`.
+    """
+
+
+def unkeyed_head_problem(head: Mapping[str, Any] | None) -> str | None:
+    """Why a keyed promoter may not extend a chain whose newest row is `head`, or None."""
+    if head is None or head["chain_version"] != audit_chain.LEGACY_VERSION:
+        return None
+    return (
+        f"MG_AUDIT_HMAC_KEY is configured but the audit chain's newest row (audit_events id "
+        f"{head['id']}) is unkeyed: the chain has no keyed row after it, so it may have been "
+        "rewritten without the key (re-hashed as legacy rows, or its keyed rows deleted). "
+        "Check it (`qtg audit verify --checkpoint FILE` against a checkpoint you kept), then "
+        "run `qtg audit adopt` to continue it keyed"
+    )
+
+
+async def check_chain_extendable(db: Database, keys: AuditKeys | None) -> None:
+    """UnkeyedChainError when a keyed promoter may not extend the chain (start-up check)."""
+    if keys is None:
+        return
+    problem = unkeyed_head_problem(await db.fetchrow(SQL.chain_head))
+    if problem is not None:
+        raise UnkeyedChainError(problem)
+
+
 async def promote_pending(
-    db: Database, *, limit: int = PROMOTE_BATCH_SIZE, keys: AuditKeys | None = None
+    db: Database,
+    *,
+    limit: int = PROMOTE_BATCH_SIZE,
+    keys: AuditKeys | None = None,
+    adopt_unkeyed: bool = False,
 ) -> int:
     """Promote up to `limit` outbox rows in one transaction, keyed when `keys` is given.
 
-    Returns 0 at once when another promoter holds the chain.
+    Returns 0 at once when another promoter holds the chain. With `keys`, an
+    unkeyed head is refused (UnkeyedChainError) unless `adopt_unkeyed` (the
+    operator's `qtg audit adopt`).
     """
     async with db.transaction() as tx:
         if not await tx.fetchval(SQL.try_lock):
@@ -144,7 +229,12 @@ async def promote_pending(
         rows = await tx.fetch(SQL.pending, {"limit": limit})
         if not rows:
             return 0
-        head = await tx.fetchval(SQL.chain_head) or audit_chain.GENESIS_HASH
+        head_row = await tx.fetchrow(SQL.chain_head)
+        if keys is not None and not adopt_unkeyed:
+            problem = unkeyed_head_problem(head_row)
+            if problem is not None:
+                raise UnkeyedChainError(problem)
+        head = head_row["row_hash"] if head_row is not None else audit_chain.GENESIS_HASH
         if keys is None:
             hashes = audit_chain.chain(head, rows)
             version, kid = audit_chain.LEGACY_VERSION, None
@@ -165,6 +255,45 @@ async def promote_pending(
             )
         tx.defer(SQL.delete_promoted, {"ids": [row["outbox_id"] for row in rows]})
         return len(rows)
+
+
+async def adopt_unkeyed_chain(db: Database, keys: AuditKeys, *, actor: str) -> int | None:
+    """Continue an unkeyed chain with keyed rows: the operator vouches for its past.
+
+    Writes an `audit.chain_adopted` fact naming the unkeyed head it adopts and
+    promotes it (with anything else pending) keyed, so from here on the chain
+    has a keyed row and verification requires one. Returns the adopted head id,
+    or None when there was nothing to adopt (empty, or already keyed).
+    """
+    head = await db.fetchrow(SQL.chain_head)
+    if unkeyed_head_problem(head) is None:
+        return None
+    assert head is not None
+    async with db.transaction() as tx:
+        await record_audit(
+            tx,
+            actor=actor,
+            action="audit.chain_adopted",
+            object_type="audit_chain",
+            object_id=head["id"],
+            detail={
+                "unkeyed_head_id": head["id"],
+                "unkeyed_head_hash": head["row_hash"],
+                "key_id": keys.current_id,
+            },
+        )
+    # A keyed runtime's promoter refuses the unkeyed head and lets go of the
+    # lock at once, so a bounded number of tries is enough.
+    for _ in range(ADOPT_ATTEMPTS):
+        if await promote_pending(db, keys=keys, adopt_unkeyed=True):
+            break
+        await trio.sleep(ADOPT_RETRY_SECONDS)
+    if unkeyed_head_problem(await db.fetchrow(SQL.chain_head)) is not None:
+        raise UnkeyedChainError(
+            "could not promote the adoption keyed: another promoter holds the audit chain "
+            "(stop runtimes that run without MG_AUDIT_HMAC_KEY and try again)"
+        )
+    return int(head["id"])
 
 
 async def promote_audit_outbox(ctx: ServiceContext) -> int:
@@ -249,7 +378,9 @@ async def verify_audit_chain(
         problem = audit_chain.check_checkpoint(checkpoint, by_id)
         if problem is not None:
             return VerifyResult(ok=False, checked=0, first_broken_id=None, reason=problem)
-    verifier = audit_chain.KeyedVerifier(keys=by_id, checkpoint=checkpoint)
+    verifier = audit_chain.KeyedVerifier(
+        keys=by_id, checkpoint=checkpoint, require_keyed=keys is not None
+    )
     after_id = 0
     while True:
         rows = await db.fetch(SQL.chain_page, {"after_id": after_id, "limit": page_size})

@@ -24,7 +24,13 @@ from services.test_audit import OUTBOX_COUNT, write_facts
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.domain import audit_chain
-from qtg.services.audit import audit_keys, promote_pending, take_checkpoint, verify_audit_chain
+from qtg.services.audit import (
+    adopt_unkeyed_chain,
+    audit_keys,
+    promote_pending,
+    take_checkpoint,
+    verify_audit_chain,
+)
 
 KEY = "k" * 16 + "-audit-test-key-0123456789"  # 42 bytes
 OLD_KEY = "o" * 40
@@ -195,11 +201,14 @@ async def test_attack_c_edit_and_rehash_the_rest_without_the_key(
 async def test_attack_c_rewrite_whole_history_as_legacy(
     db: Database, dsn: str, tmp_path: Path
 ) -> None:
-    """Re-hashing from the genesis as an all-legacy chain: only the checkpoint catches it."""
+    """Re-hashing from the genesis as an all-legacy chain: a self-consistent legacy
+    chain, but with a key configured it has no keyed row (issue 26); the checkpoint
+    names the rewritten head."""
     await chained(db, 6)
     cp = await cli_checkpoint(dsn, tmp_path)
     table = _rehash_from(dsn, 0, legacy=True)
-    assert (await cli_verify(dsn, None)).returncode == 0  # a self-consistent legacy chain
+    no_keyed = await cli_verify(dsn, None)
+    assert no_keyed.returncode == 1 and "no keyed row" in no_keyed.stdout
     broken = await cli_verify(dsn, cp)
     assert broken.returncode == 1
     assert f"BROKEN at audit_events id {table[5]['id']}: hash mismatch" in broken.stdout
@@ -248,13 +257,15 @@ async def test_legacy_rows_still_verify_and_the_keyed_chain_continues_from_them(
 ) -> None:
     await write_facts(db, 4)
     assert await promote_pending(db) == 4  # written before a key was configured
+    # the operator vouches for the unkeyed past (issue 26): one keyed adoption row
+    assert await adopt_unkeyed_chain(db, keys_for(), actor="test") is not None
     await chained(db, 3, start=4)
     table = rows(dsn)
-    assert [r["chain_version"] for r in table] == [1, 1, 1, 1, 2, 2, 2]
+    assert [r["chain_version"] for r in table] == [1, 1, 1, 1, 2, 2, 2, 2]
     assert table[4]["prev_hash"] == table[3]["row_hash"]
     assert (await verify_audit_chain(db, keys=keys_for())).ok
     cp = await take_checkpoint(db, keys_for())
-    assert (await verify_audit_chain(db, keys=keys_for(), checkpoint=cp)).checked == 7
+    assert (await verify_audit_chain(db, keys=keys_for(), checkpoint=cp)).checked == 8
     no_key = await verify_audit_chain(db)
     assert not no_key.ok and "no MG_AUDIT_HMAC_KEY is configured" in (no_key.reason or "")
 
