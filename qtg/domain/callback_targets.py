@@ -198,3 +198,20 @@ def refused_resolution(host: str, addresses: list[IPAddress], allow: Allowlist) 
         if kind is not None:
             return f"host {normal_host(host)} resolves to {address}, a {kind} address"
     return None
+
+
+def own_api_refusal(address: IPAddress, port: int, api_port: int, *, local: bool) -> str | None:
+    """Why connecting to `address`:`port` would reach this runtime's own API, or None.
+
+    Judged on the *resolved* address and the port (issue 26): a host name that
+    resolves to loopback, or to any address of this machine (`local`, which
+    the caller finds out), on MG_API_PORT is the API itself, whatever the name
+    looks like and whether or not it is allowlisted. API port 0 (an ephemeral
+    port) names no port to refuse.
+    """
+    if not api_port or port != api_port:
+        return None
+    ip = embedded_ipv4(address)
+    if ip.is_loopback or ip.is_unspecified or local:
+        return f"{address} port {port}, this runtime's own API (MG_API_PORT)"
+    return None

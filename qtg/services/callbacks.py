@@ -203,6 +203,25 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+def is_local_address(address: targets.IPAddress) -> bool:
+    """Whether `address` belongs to this machine: binding a socket to it succeeds.
+
+    The kernel knows the machine's addresses (every interface, every alias)
+    better than a list we could keep; a bind to port 0 is one system call and
+    sends nothing.
+    """
+    ip = targets.embedded_ipv4(address)
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((str(ip), 0))
+    except OSError:
+        return False
+    return True
+
+
 class TargetRefused(Exception):
     """A callback's host resolved to an address it may not reach; nothing was sent."""
 
@@ -218,9 +237,18 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
     and the Host header still use the name (httpcore passes it as SNI).
     """
 
-    def __init__(self, resolver: Resolver, allow: targets.Allowlist) -> None:
+    def __init__(
+        self,
+        resolver: Resolver,
+        allow: targets.Allowlist,
+        *,
+        api_port: int = 0,
+        what: str = "callback_url",
+    ) -> None:
         self._resolver = resolver
         self._allow = allow
+        self._api_port = api_port
+        self._what = what  # how refusals name the URL: callback_url, MG_NOTIFY_WEBHOOK_URL
         self._inner = httpcore.TrioBackend()
 
     async def connect_tcp(
@@ -247,7 +275,7 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
         """The addresses of `host`, all of them allowed (else TargetRefused)."""
         why = targets.refused_host(host, self._allow)
         if why is not None:
-            raise TargetRefused(f"callback_url {why}")
+            raise TargetRefused(f"{self._what} {why}")
         try:
             answers = await self._resolver(host, port)
         except OSError as exc:
@@ -255,7 +283,17 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
         addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in answers]
         why = targets.refused_resolution(host, addresses, self._allow)
         if why is not None:
-            raise TargetRefused(f"callback_url {why}")
+            raise TargetRefused(f"{self._what} {why}")
+        # The own-API guard on what the name resolved to and the port (issue 26):
+        # allowlisted or not, the runtime never posts to itself.
+        for address in addresses:
+            why = targets.own_api_refusal(
+                address, port, self._api_port, local=is_local_address(address)
+            )
+            if why is not None:
+                raise TargetRefused(
+                    f"{self._what} host {targets.normal_host(host)} resolves to {why}"
+                )
         return [str(a) for a in addresses]
 
     async def connect_unix_socket(
@@ -359,7 +397,7 @@ async def dispatch_pending_callbacks(
     if not rows:
         return 0
     rows.sort(key=lambda r: (r["created_at"], r["id"]))
-    backend = CheckedBackend(resolver, allowlist(settings))
+    backend = CheckedBackend(resolver, allowlist(settings), api_port=settings.api_port)
     async with (
         httpx.AsyncClient(
             transport=CheckedTransport(backend, _tls_context()),

@@ -312,3 +312,101 @@ async def test_a_retry_after_a_secret_rotation_is_byte_for_byte_the_first_reques
     assert _valid_under(b"new-secret", got)
     [row] = await rows_of(db, later)
     assert row["callback_signature"] == got.headers["x-qtg-callback-signature"]
+
+
+# ------------------------------------------------ own API, on the resolved address (issue 26)
+
+
+def loopback_host_name() -> str:
+    """A name (not `localhost`) the system resolver answers with a loopback address:
+    this machine's host name, else one from /etc/hosts."""
+    import socket
+
+    candidates = [socket.gethostname()]
+    try:
+        for line in Path("/etc/hosts").read_text().splitlines():
+            fields = line.split("#", 1)[0].split()
+            if fields and fields[0].startswith("127."):
+                candidates += fields[1:]
+    except OSError:
+        pass
+    for name in candidates:
+        if name == "localhost" or name.endswith(".localhost"):
+            continue
+        try:
+            infos = socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)
+        except OSError:
+            continue
+        if infos and all(ip_address(i[4][0]).is_loopback for i in infos):
+            return name
+    pytest.skip("no host name other than localhost resolves to loopback here")
+
+
+@pytest.mark.parametrize("allowed", ["127.0.0.1", "127.0.0.1,api.internal"])
+async def test_a_name_resolving_to_loopback_on_the_api_port_is_refused_at_send_time(
+    db: Database, tmp_path: Path, receiver: Receiver, allowed: str
+) -> None:
+    """The receiver plays the API (MG_API_PORT is its port). The name passes the
+    create-time check (it is not a loopback spelling); what it resolves to does not."""
+    ctx = await setup(db, tmp_path, allowed=allowed)
+    ctx = context(db, ctx.settings.replace(api_host="127.0.0.1", api_port=receiver.port))
+    url = f"http://api.internal:{receiver.port}/v1/movements"
+    assert validate_callback_url(url, ctx.settings) == url
+    movement = await new_movement(db, ctx.settings, callback_url=url)
+    resolver = FakeResolver({"api.internal": ["127.0.0.1"]})
+    assert await dispatch_pending_callbacks(ctx, resolver=resolver) == 1
+    assert receiver.requests == [], "the runtime posted to its own API"
+    [row] = await rows_of(db, movement)
+    assert row["status"] == "dlq" and row["attempts"] == 1
+    assert row["last_error"] == (
+        f"refused: callback_url host api.internal resolves to 127.0.0.1 port {receiver.port},"
+        " this runtime's own API (MG_API_PORT)"
+    )
+
+
+async def test_a_hosts_file_name_for_the_api_is_refused_with_the_system_resolver(
+    db: Database, tmp_path: Path, receiver: Receiver
+) -> None:
+    """The issue's bypass, with the real resolver: http://<hostname>:<API port>/…"""
+    name = loopback_host_name()
+    ctx = await setup(db, tmp_path, allowed="127.0.0.1")
+    ctx = context(db, ctx.settings.replace(api_host="127.0.0.1", api_port=receiver.port))
+    url = f"http://{name}:{receiver.port}/v1/movements"
+    assert validate_callback_url(url, ctx.settings) == url
+    movement = await new_movement(db, ctx.settings, callback_url=url)
+    assert await dispatch_pending_callbacks(ctx) == 1
+    assert receiver.requests == []
+    [row] = await rows_of(db, movement)
+    assert row["status"] == "dlq"
+    assert "this runtime's own API" in row["last_error"], row["last_error"]
+
+
+async def test_the_same_name_on_another_port_is_delivered(
+    db: Database, tmp_path: Path, receiver: Receiver
+) -> None:
+    """Control: only the API's port is refused, so the guard is not 'refuse loopback'."""
+    name = loopback_host_name()
+    ctx = await setup(db, tmp_path, allowed="127.0.0.1")
+    ctx = context(db, ctx.settings.replace(api_host="127.0.0.1", api_port=receiver.port + 1))
+    movement = await new_movement(
+        db, ctx.settings, callback_url=f"http://{name}:{receiver.port}/hook"
+    )
+    assert await dispatch_pending_callbacks(ctx) == 1
+    assert len(receiver.on("/hook")) == 1
+    assert [r["status"] for r in await rows_of(db, movement)] == ["sent"]
+
+
+def test_own_api_rule_and_local_addresses() -> None:
+    from qtg.services.callbacks import is_local_address
+
+    rule = targets.own_api_refusal
+    assert rule(ip_address("127.0.0.1"), 8000, 8000, local=True)
+    assert rule(ip_address("127.5.6.7"), 8000, 8000, local=False)  # all of 127/8
+    assert rule(ip_address("::ffff:127.0.0.1"), 8000, 8000, local=False)
+    assert rule(ip_address("0.0.0.0"), 8000, 8000, local=False)
+    assert rule(ip_address("10.1.2.3"), 8000, 8000, local=True)  # this machine's interface
+    assert rule(ip_address("10.1.2.3"), 8000, 8000, local=False) is None
+    assert rule(ip_address("127.0.0.1"), 8001, 8000, local=True) is None
+    assert rule(ip_address("127.0.0.1"), 8000, 0, local=True) is None  # ephemeral API port
+    assert is_local_address(ip_address("127.0.0.1"))
+    assert not is_local_address(ip_address("192.0.2.1"))  # TEST-NET-1: nobody's address
