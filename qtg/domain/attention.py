@@ -225,6 +225,27 @@ def pick_transfer_template(
 # ----------------------------------------------------------------- settings
 
 
+def _check_webhook_host(host: str, allowed_hosts: str) -> None:
+    """The webhook goes where callbacks may go (issue 26): a local, private or
+    metadata target only when MG_CALLBACK_ALLOWED_HOSTS lists it. The URL is a
+    secret (Slack's carries its token), so the error names neither it nor its host.
+    The dispatcher checks again on every address the name resolves to when it sends.
+    """
+    from qtg.config import ConfigError
+    from qtg.domain.callback_targets import parse_allowlist, refused_host
+
+    try:
+        allow = parse_allowlist(allowed_hosts)
+    except ValueError:
+        return  # a bad allowlist is its own start-up error (Settings.validate_security)
+    if refused_host(host, allow) is not None:
+        raise ConfigError(
+            "MG_NOTIFY_WEBHOOK_URL: its host is not a public target (a local, private or "
+            "cloud-metadata name or address); list the host in MG_CALLBACK_ALLOWED_HOSTS "
+            "to allow it"
+        )
+
+
 def validate_attention_settings(settings: Settings) -> None:
     """Start-up checks of the issue-14 settings (a ConfigError names the variable)."""
     from qtg.config import ConfigError
@@ -244,6 +265,7 @@ def validate_attention_settings(settings: Settings) -> None:
         # the value is a secret: never echo it
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError("MG_NOTIFY_WEBHOOK_URL: must be an http(s) URL with a host")
+        _check_webhook_host(parts.hostname, settings.callback_allowed_hosts)
     if settings.notify_smtp_port > 65535:
         raise ConfigError(
             f"MG_NOTIFY_SMTP_PORT: must be at most 65535, got {settings.notify_smtp_port}"

@@ -55,10 +55,16 @@ from qtg.domain.signing import sign_callback, signed_headers
 from qtg.services.auditing import record_audit
 from qtg.services.callbacks import (
     LEASE_MARGIN_SECONDS,
+    CheckedBackend,
+    CheckedTransport,
+    Resolver,
+    TargetRefused,
     _tls_context,
+    allowlist,
     encode_payload,
     failure_outcome,
     load_callback_secret,
+    system_resolver,
 )
 from qtg.services.context import ServiceContext
 from qtg.services.errors import InvalidInput, NotFound
@@ -190,13 +196,19 @@ async def resolve_notification_by_id(
 # ------------------------------------------------------------------ the pass
 
 
-async def dispatch_notifications(ctx: ServiceContext) -> int:
-    """The notification_dispatcher pass: route, batch per route, send what is due."""
+async def dispatch_notifications(
+    ctx: ServiceContext, *, resolver: Resolver = system_resolver
+) -> int:
+    """The notification_dispatcher pass: route, batch per route, send what is due.
+
+    `resolver` turns the webhook's host name into the addresses to check and
+    connect to (tests inject one; the callbacks' target rules run on its answers).
+    """
     routes = configured_routes(ctx.settings)
     done = await _route(ctx.db, ctx.settings, routes)
     for route in routes:
         done += await _batch(ctx.db, ctx.settings, route)
-    done += await _send_due(ctx.db, ctx.settings)
+    done += await _send_due(ctx.db, ctx.settings, resolver)
     return done
 
 
@@ -265,7 +277,7 @@ async def _batch(db: Database, settings: Settings, route: str) -> int:
     return len(groups)
 
 
-async def _send_due(db: Database, settings: Settings) -> int:
+async def _send_due(db: Database, settings: Settings, resolver: Resolver) -> int:
     timeout = settings.notify_timeout_seconds
     async with db.transaction() as tx:
         rows = await tx.fetch(
@@ -274,9 +286,19 @@ async def _send_due(db: Database, settings: Settings) -> int:
         )
     if not rows:
         return 0
+    # The callbacks' egress policy (issue 26): every address the webhook's name
+    # resolves to is checked (MG_CALLBACK_ALLOWED_HOSTS for internal targets, never
+    # this runtime's own API) and connected to as checked; no proxy from the
+    # environment (it would connect to an address nobody checked).
+    backend = CheckedBackend(
+        resolver, allowlist(settings), api_port=settings.api_port, what="MG_NOTIFY_WEBHOOK_URL"
+    )
     async with (
         httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout), follow_redirects=False, verify=_tls_context()
+            transport=CheckedTransport(backend, _tls_context()),
+            timeout=httpx.Timeout(timeout),
+            follow_redirects=False,
+            trust_env=False,
         ) as client,
         trio.open_nursery() as nursery,
     ):
@@ -288,14 +310,17 @@ async def _send_due(db: Database, settings: Settings) -> int:
 async def _deliver(
     db: Database, settings: Settings, client: httpx.AsyncClient, row: dict[str, Any]
 ) -> None:
+    refused = False
     try:
         if row["route"] == "webhook":
             error = await post_webhook(client, settings, row)
         else:
             error = await send_email(settings, row)
+    except TargetRefused as exc:  # nothing was sent; retrying cannot change the answer
+        error, refused = f"refused: {exc}", True
     except Exception as exc:  # one bad message fails alone, recorded
         error = f"{type(exc).__name__}: {exc}"
-    await _record(db, row, _scrub(error, settings))
+    await _record(db, row, _scrub(error, settings), refused=refused)
 
 
 def _scrub(error: str | None, settings: Settings) -> str | None:
@@ -309,14 +334,17 @@ def _scrub(error: str | None, settings: Settings) -> str | None:
     return error[:MAX_ERROR_CHARS]
 
 
-async def _record(db: Database, row: dict[str, Any], error: str | None) -> None:
+async def _record(
+    db: Database, row: dict[str, Any], error: str | None, *, refused: bool = False
+) -> None:
     """Record one outcome, shielded: a shutdown after the server accepted must not
     turn a delivered message into a duplicate."""
     with trio.CancelScope(shield=True):
         if error is None:
             await db.execute(SQL.mark_sent, {"id": row["id"], "attempts": row["attempts"]})
             return
-        failure = failure_outcome(row["attempts"], row["max_attempts"])
+        # a refused target is dead-lettered at once, like a refused callback
+        failure = failure_outcome(row["attempts"], 0 if refused else row["max_attempts"])
         await db.execute(
             SQL.mark_failed,
             {

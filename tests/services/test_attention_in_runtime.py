@@ -52,6 +52,8 @@ async def test_attention_workers_in_a_running_runtime(
                 MG_NOTIFY_ENABLED="true",
                 MG_NOTIFY_INTERVAL_SECONDS="60",
                 MG_NOTIFY_WEBHOOK_URL=receiver.url("/notify"),
+                # the receiver is on loopback, which the webhook refuses by default
+                MG_CALLBACK_ALLOWED_HOSTS="127.0.0.1",
                 MG_NOTIFY_EMAIL_TO="oncall@example.com",
                 MG_NOTIFY_EMAIL_FROM="qtg@example.com",
                 MG_NOTIFY_SMTP_HOST="127.0.0.1",
