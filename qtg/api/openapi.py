@@ -27,7 +27,10 @@ _STATUS_TEXT = {
     404: "Not found",
     409: "The object's current state does not allow this (detail.current_state)",
     413: "Request body too large",
-    422: "Invalid input; detail.field names it",
+    422: "Invalid input; detail.field names it. Besides the schema's shapes, the rules the "
+    "fields' descriptions state (e.g. a cursor this list did not return, a venue no fetcher "
+    "serves, a plan whose edge names an unknown node) and, anywhere in a request, text with "
+    "a NUL character or a lone surrogate",
     503: "Not ready",
 }
 
@@ -72,7 +75,9 @@ def build_openapi(endpoints: list[Endpoint], *, title: str, version: str) -> dic
             "version": version,
             "description": 'qtg V3 API. Errors are {"error": {"code", "message", '
             '"detail"}}. The event stream is a WebSocket at /v3/stream '
-            "(?after=&request_id=&types=&token=), not described by OpenAPI.",
+            "(?after=&request_id=&types=&token=), not described by OpenAPI. No text "
+            "anywhere in a request (values or object keys) may contain a NUL character "
+            "(U+0000) or a lone surrogate: 422 naming the field.",
         },
         "paths": paths,
         "components": {

@@ -11,6 +11,7 @@ checks the shape and names the field when it is wrong.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -28,6 +29,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from qtg.domain import plan
+from qtg.domain.callback_targets import CALLBACK_URL_PATTERN
 from qtg.domain.states import NodeState, RequestState
 from qtg.services.tokens import NAME_PATTERN
 
@@ -82,7 +84,10 @@ EvmAddress = Annotated[
 Cursor = Annotated[
     str,
     StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,400}$"),
-    Field(description="opaque: the next_cursor of the previous page"),
+    Field(
+        description="opaque: the next_cursor of the previous page of this same list; "
+        "any other value, however well formed, is 422 (detail.field: cursor)"
+    ),
 ]
 Limit = Annotated[int, Field(ge=1, le=200, description="page size, 1-200")]
 JsonObject = dict[str, Any]
@@ -109,12 +114,25 @@ def _positive_decimal(value: str) -> str:
     return value
 
 
+#: What the published schema says an amount is (issue 26): the validation
+#: pattern below *and* not zero (`_positive_decimal`), in one regular
+#: expression (a lookahead: at least one non-zero digit), so a client or a
+#: schema-driven test generating from the document sends only amounts the API
+#: accepts. Validation keeps the lookahead-free pattern plus the Decimal check.
+AMOUNT_PATTERN = r"^[0-9]{1,30}(\.[0-9]{1,18})?$"
+PUBLISHED_AMOUNT_PATTERN = r"^(?=[0-9.]*[1-9])[0-9]{1,30}(\.[0-9]{1,18})?$"
+
 Amount = Annotated[
     str,
     BeforeValidator(_amount_is_text),
-    StringConstraints(pattern=r"^[0-9]{1,30}(\.[0-9]{1,18})?$"),
+    StringConstraints(pattern=AMOUNT_PATTERN),
     AfterValidator(_positive_decimal),
-    Field(description="a positive decimal as a string (never a JSON number)", examples=["125.50"]),
+    Field(
+        description="a positive decimal as a string (never a JSON number): up to 30 digits, "
+        "optionally a point and up to 18 decimals, not zero",
+        examples=["125.50"],
+        json_schema_extra={"pattern": PUBLISHED_AMOUNT_PATTERN},
+    ),
 ]
 
 
@@ -182,7 +200,10 @@ class TemplateCreate(Body):
     description: LongText = ""
     graph: JsonObject = Field(
         description="the plan: {nodes: [{key, kind, action_type, executor_key?, config?, "
-        "timeout_policy?}], edges: [[from, to]]}",
+        "timeout_policy?}], edges: [[from, to]]}. Beyond its shape, the plan compiler "
+        "refuses with 422 INVALID_PLAN (detail names the path): an edge naming a node "
+        "that is not in `nodes`, a duplicate edge or node key, a self-loop or a cycle, a "
+        "$ref to a node that is not an ancestor, a manual node without its action type",
         json_schema_extra=GRAPH_SCHEMA,
         examples=[
             {
@@ -327,9 +348,12 @@ class MovementCreate(Body):
             StringConstraints(min_length=1, max_length=2048),
             # Documents what qtg/services/callbacks.py enforces (it decides, naming the reason).
             Field(
-                json_schema_extra={"format": "uri", "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$"},
+                # http(s), then only what RFC 3986 allows (validate_callback_url's rule)
+                json_schema_extra={"format": "uri", "pattern": CALLBACK_URL_PATTERN},
                 description="where signed callbacks are POSTed: an http(s) URL with a host, "
-                "no user:password@",
+                "no user:password@, ASCII only (an internationalized host name in its xn-- "
+                "form); a host that is not public is 422 unless MG_CALLBACK_ALLOWED_HOSTS "
+                "lists it",
             ),
         ]
         | None
@@ -552,7 +576,14 @@ class SignerPath(QueryParams):
 
 
 class ExpectedIdentity(Body):
-    expected_signer_address: EvmAddress
+    expected_signer_address: Annotated[
+        EvmAddress,
+        # what qtg/services/health.normalize_evm_address enforces, in the document too
+        Field(
+            description="the signer's EVM address; the zero address is refused",
+            json_schema_extra={"not": {"pattern": "^0[xX]0{40}$"}},
+        ),
+    ]
 
 
 class WorkerInstance(Out):
@@ -694,7 +725,14 @@ class StreamQuery(QueryParams):
 
 # ------------------------------------------------------------------ treasury (issue 13)
 
-VenueKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")]
+VenueKey = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"),
+    Field(
+        description="a venue some balance fetcher of this deployment serves; another "
+        "venue is 422 (detail.venues lists the served ones)"
+    ),
+]
 BalanceText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 ExactAmount = Annotated[str, Field(description="an exact decimal string", examples=["1250.50"])]
 
@@ -753,13 +791,30 @@ class BalanceList(Out):
     )
 
 
+def _rfc3339_text(value: Any) -> Any:
+    """A query timestamp is RFC 3339 text with its offset, as the document says
+    (`format: date-time`): not a Unix number, which the lax parser would take."""
+    if isinstance(value, str) and not _RFC3339.match(value):
+        raise PydanticCustomError(
+            "timestamp_format", "must be an RFC 3339 date-time such as 2026-12-01T00:00:00Z"
+        )
+    return value
+
+
+_RFC3339 = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?"
+    r"([Zz]|[+-][0-9]{2}:?[0-9]{2})$"
+)
+QueryTimestamp = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text)]
+
+
 class BalanceHistoryQuery(QueryParams):
     bucket: Literal["hour", "day"] = "hour"
     venue_key: VenueKey | None = None
     account: BalanceText | None = None
     asset: BalanceText | None = None
-    since: AwareDatetime | None = Field(default=None, description="bucket_start >= since")
-    until: AwareDatetime | None = Field(default=None, description="bucket_start < until")
+    since: QueryTimestamp | None = Field(default=None, description="bucket_start >= since")
+    until: QueryTimestamp | None = Field(default=None, description="bucket_start < until")
     cursor: Cursor | None = None
     limit: Limit = 50
 

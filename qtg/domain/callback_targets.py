@@ -48,6 +48,12 @@ METADATA_NAMES: frozenset[str] = frozenset(
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
+#: The text of a URI after its scheme: RFC 3986's unreserved and reserved
+#: characters and percent-escapes, nothing else (no spaces, no non-ASCII, no
+#: <>"{}|\^`). The API enforces it on callback_url and publishes it.
+URI_REST = r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+"
+CALLBACK_URL_PATTERN = rf"^[Hh][Tt][Tt][Pp][Ss]?://{URI_REST}$"
+
 
 @dataclass(frozen=True, slots=True)
 class Allowlist:
@@ -90,6 +96,11 @@ def parse_allowlist(text: str) -> Allowlist:
 def normal_host(host: str) -> str:
     """Lower case, no brackets, no trailing dot: one spelling per host."""
     return host.strip().strip("[]").rstrip(".").lower()
+
+
+def is_host_name(host: str) -> bool:
+    """Whether `host` is spelled like a DNS name (labels of letters, digits, - and _)."""
+    return _looks_like_host_name(normal_host(host))
 
 
 def _looks_like_host_name(name: str) -> bool:

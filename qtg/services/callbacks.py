@@ -28,6 +28,7 @@ import functools
 import ipaddress
 import logging
 import os
+import re
 import secrets
 import socket
 import ssl
@@ -101,6 +102,8 @@ def encode_payload(payload: Any) -> bytes:
 # ---------------------------------------------------------------- URL policy
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: RFC 3986's unreserved and reserved characters and %-escapes: all a URI may contain.
+_URI_CHARACTERS = re.compile(targets.URI_REST)
 
 
 def validate_callback_url(url: object, settings: Settings) -> str:
@@ -121,6 +124,13 @@ def validate_callback_url(url: object, settings: Settings) -> str:
         _refuse(f"is longer than {MAX_URL_LENGTH} characters")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
         _refuse("must not contain spaces or control characters")
+    if not url.isascii():
+        # A URI is ASCII (RFC 3986; the document says format: uri). Non-ASCII text
+        # here is either an IRI the HTTP client would re-encode behind our back or
+        # junk (lone surrogates, unassigned code points) that must never be stored.
+        _refuse("must be ASCII (write an internationalized host name in its xn-- form)")
+    if not _URI_CHARACTERS.fullmatch(url.split("://", 1)[-1]):
+        _refuse("must contain only the characters a URI allows (RFC 3986); percent-encode others")
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -136,6 +146,8 @@ def validate_callback_url(url: object, settings: Settings) -> str:
         host.encode("idna")  # what the HTTP client will have to do with it
     except UnicodeError:
         _refuse(f"has a host name that cannot be used ({host!r})")
+    if targets.literal_address(host) is None and not targets.is_host_name(host):
+        _refuse("has a host that is neither a DNS name nor an IP address")
     if parts.username is not None or parts.password is not None:
         _refuse("must not carry credentials (user:password@)")
     effective_port = port if port is not None else _DEFAULT_PORTS[scheme]
