@@ -68,6 +68,7 @@ from qtg.runtime.supervision import CoreWorkerFailed, WorkerFn, run_worker_group
 from qtg.services import heartbeats as heartbeat_rows
 from qtg.services.audit import (
     UnkeyedChainError,
+    adopt_unkeyed_chain,
     audit_keys,
     check_chain_extendable,
     with_embedded_key,
@@ -372,8 +373,9 @@ async def serve(
                 with runtime_scope:
                     async with trio.open_nursery() as nursery:
                         dsn, embedded = await _database(settings, args)
+                        new_key = False
                         if embedded is not None:
-                            settings = _embedded_audit_key(settings)
+                            settings, new_key = _embedded_audit_key(settings)
                         shutdown.dsn = dsn
                         db = Database(
                             dsn,
@@ -385,6 +387,8 @@ async def serve(
                             application_name=shutdown.application_name,
                         )
                         await _open(db)
+                        if new_key:
+                            await _adopt_for_new_embedded_key(db, settings)
                         if serves_api(args):
                             api_db = api_database(settings, dsn, shutdown.application_name)
                             await _open(api_db)
@@ -680,14 +684,35 @@ async def _run(
     )
 
 
-def _embedded_audit_key(settings: Settings) -> Settings:
+def _embedded_audit_key(settings: Settings) -> tuple[Settings, bool]:
     """The embedded database's default is a keyed audit chain (issue 26): the key is
     made in its data folder once the server has created that folder (its owner
-    and mode are the embedded server's business)."""
+    and mode are the embedded server's business). True when it was made now."""
     try:
-        return with_embedded_key(settings, create=True)
+        existing = with_embedded_key(settings, create=False)
+        if existing is not settings:  # the folder already has its key
+            return existing, False
+        keyed = with_embedded_key(settings, create=True)  # unchanged if a key is configured
     except OSError as exc:
         raise StartupError(f"cannot create the embedded audit key: {exc}") from None
+    return keyed, keyed is not settings
+
+
+async def _adopt_for_new_embedded_key(db: Database, settings: Settings) -> None:
+    """A data folder from before the embedded key existed holds an unkeyed chain.
+
+    The key was generated just now, next to those rows and readable by whoever
+    can read them, so refusing to start would protect nothing: the chain is
+    adopted (a keyed audit.chain_adopted row) and the log says so.
+    """
+    keys = audit_keys(settings)
+    assert keys is not None
+    adopted = await adopt_unkeyed_chain(db, keys, actor="qtg-runtime:embedded-key")
+    if adopted is not None:
+        log.warning(
+            "the embedded audit chain was unkeyed; it goes on keyed with the new key",
+            extra={"adopted_head_id": adopted},
+        )
 
 
 async def _check_audit_chain(db: Database, settings: Settings) -> None:

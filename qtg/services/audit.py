@@ -193,7 +193,7 @@ def unkeyed_head_problem(head: Mapping[str, Any] | None) -> str | None:
     if head is None or head["chain_version"] != audit_chain.LEGACY_VERSION:
         return None
     return (
-        f"MG_AUDIT_HMAC_KEY is configured but the audit chain's newest row (audit_events id "
+        f"an audit HMAC key is configured but the audit chain's newest row (audit_events id "
         f"{head['id']}) is unkeyed: the chain has no keyed row after it, so it may have been "
         "rewritten without the key (re-hashed as legacy rows, or its keyed rows deleted). "
         "Check it (`qtg audit verify --checkpoint FILE` against a checkpoint you kept), then "

@@ -187,3 +187,57 @@ def test_embedded_seed_demo_runtime_is_keyed_by_default(tmp_path: Path, procs) -
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "no MG_AUDIT_HMAC_KEY configured" not in done.stderr
+
+
+@pytest.mark.slow
+def test_an_old_unkeyed_embedded_folder_is_adopted_when_its_key_is_made(procs) -> None:
+    """A folder from before the embedded key: the key is generated next to the rows,
+    so refusing would protect nothing; the runtime adopts the chain and says so."""
+    import signal
+    import subprocess
+    import sys
+
+    import trio
+    from runtime.rt_procs import private_dir
+
+    from qtg.db.embedded import EmbeddedPostgres
+    from qtg.db.migrate import migrate
+
+    with private_dir("qtg-audit-old-") as root:
+        data = root / "qtg-data"
+        server = EmbeddedPostgres(data)
+        server.start()
+        try:
+            dsn = server.ensure_database("qtg")
+            migrate(dsn)
+
+            async def legacy() -> None:
+                async with Database(dsn, min_size=1, max_size=2) as db:
+                    await write_facts(db, 3)
+                    assert await promote_pending(db) == 3
+
+            trio.run(legacy)
+        finally:
+            server.stop()
+        assert not (data / EMBEDDED_KEY_FILE_NAME).exists()
+        env = base_env(MG_EMBEDDED_DATA_DIR=str(data), MG_DB_POOL_MAX_SIZE="20")
+        proc = RuntimeProcess.launcher(env)
+        procs.append(proc)
+        warned = proc.wait_for(
+            lambda r: r.get("msg", "").startswith("the embedded audit chain was unkeyed"), 90
+        )
+        assert warned["level"] == "warning"
+        proc.wait_ready(60)
+        proc.send(signal.SIGTERM)
+        assert proc.wait_exit(30) == 0
+        assert stat.S_IMODE(os.stat(data / EMBEDDED_KEY_FILE_NAME).st_mode) == 0o600
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "qtg"), "audit", "verify"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "OK, 4 audit events verified" in done.stdout  # 3 unkeyed + the adoption
