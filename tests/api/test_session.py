@@ -88,6 +88,7 @@ def test_readme_session(dsn: str) -> None:
 def test_api_and_workers_flags_are_exclusive() -> None:
     bin_ = Path(__file__).resolve().parents[2] / "bin" / "qtg-runtime"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
+    env["QTG_PYTHON"] = sys.executable
     r = subprocess.run(
         [str(bin_), "--api-only", "--workers-only"],
         env=env,
