@@ -76,3 +76,24 @@ async def test_a_provider_without_a_format_still_takes_any_destination(api: Api)
     await make_template(api)
     r = await _create(api, "t.manual", INTENT)
     assert r.status_code == 201, r.text
+
+
+async def test_a_capital_transfer_over_an_evm_route_checks_its_destination(api: Api) -> None:
+    """A capital transfer's movement is created with the same check: the transfer
+    is recorded and left needing attention, naming the field, with no movement."""
+    await make_template(api, "t.evm", EVM_GRAPH)
+    r = await api["alice"].post(
+        "/v3/capital-transfers",
+        json={
+            "asset": "USDC",
+            "amount": "10.00",
+            "source": "binance:treasury",
+            "destination": "0xabc",
+            "template_key": "t.evm",
+        },
+        headers={"Idempotency-Key": uuid.uuid4().hex},
+    )
+    assert r.status_code == 201, r.text
+    transfer = r.json()
+    assert transfer["status"] == "needs_attention" and transfer["request_id"] is None
+    assert transfer["last_error"].startswith("intent.destination: "), transfer["last_error"]
