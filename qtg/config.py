@@ -35,6 +35,7 @@ def setting(
     default: Any,
     *,
     minimum: float | None = None,
+    maximum: float | None = None,
     exclusive_minimum: float | None = None,
     secret: bool = False,
     choices: tuple[str, ...] | None = None,
@@ -45,6 +46,7 @@ def setting(
         metadata={
             "env": env,
             "minimum": minimum,
+            "maximum": maximum,
             "exclusive_minimum": exclusive_minimum,
             "secret": secret,
             "choices": choices,
@@ -55,6 +57,13 @@ def setting(
 def interval(env: str, default: float) -> Any:
     """An interval in seconds: a number strictly greater than zero."""
     return setting(env, default, exclusive_minimum=0)
+
+
+def port(env: str, default: int | None, *, any_port: bool) -> Any:
+    """A TCP port: 1..65535, or also 0 (the OS picks a free one) where `any_port`.
+    Range-checked because the socket layer does not: 99999 silently became
+    port 34463 (modulo 65,536) and 65536 acted like 0 (issue 26)."""
+    return setting(env, default, minimum=0 if any_port else 1, maximum=65535)
 
 
 def count(env: str, default: int) -> Any:
@@ -179,7 +188,7 @@ class Settings:
 
     # ---- API
     api_host: str = setting("MG_API_HOST", "127.0.0.1")
-    api_port: int = setting("MG_API_PORT", 8000, minimum=0)
+    api_port: int = port("MG_API_PORT", 8000, any_port=True)
     # Admission control: HTTP requests in progress at once; the next one is
     # answered 503 (Retry-After) at once, before it reads a byte from the database.
     api_max_concurrent_requests: int = count("MG_API_MAX_CONCURRENT_REQUESTS", 64)
@@ -211,7 +220,7 @@ class Settings:
     notify_email_from: str = setting("MG_NOTIFY_EMAIL_FROM", "qtg@localhost")
     notify_email_severities: str = setting("MG_NOTIFY_EMAIL_SEVERITIES", "critical")
     notify_smtp_host: str = setting("MG_NOTIFY_SMTP_HOST", "localhost")
-    notify_smtp_port: int = setting("MG_NOTIFY_SMTP_PORT", 587, minimum=1)
+    notify_smtp_port: int = port("MG_NOTIFY_SMTP_PORT", 587, any_port=False)
     notify_smtp_starttls: bool = setting("MG_NOTIFY_SMTP_STARTTLS", True)
     notify_smtp_username: str | None = setting("MG_NOTIFY_SMTP_USERNAME", None)
     notify_smtp_password: str | None = setting("MG_NOTIFY_SMTP_PASSWORD", None, secret=True)
@@ -365,7 +374,7 @@ class Settings:
     metrics_require_token: bool = setting("MG_METRICS_REQUIRE_TOKEN", False)
     # A --workers-only process has no API: set this to serve its /metrics alone on
     # MG_API_HOST:MG_METRICS_PORT (0: an ephemeral port, logged). Unset: no listener.
-    metrics_port: int | None = setting("MG_METRICS_PORT", None, minimum=0)
+    metrics_port: int | None = port("MG_METRICS_PORT", None, any_port=True)
 
     # ---- speed (issue 15)
     # READY nodes one dispatcher pass claims in one statement and one write-ahead
@@ -483,6 +492,9 @@ def _parse(f: dataclasses.Field[Any], hint: Any, raw: str) -> Any:
         exclusive = f.metadata["exclusive_minimum"]
         if minimum is not None and value < minimum:
             raise ConfigError(f"{env}: must be at least {minimum}, got {raw!r}")
+        maximum = f.metadata["maximum"]
+        if maximum is not None and value > maximum:
+            raise ConfigError(f"{env}: must be at most {maximum}, got {raw!r}")
         if exclusive is not None and value <= exclusive:
             raise ConfigError(f"{env}: must be greater than {exclusive}, got {raw!r}")
         return value

@@ -100,6 +100,13 @@ def test_values_are_parsed_by_type() -> None:
         ("MG_REACTIVE", "", "expected true or false"),
         ("MG_LOG_LEVEL", "LOUD", "expected one of"),
         ("MG_LOG_FORMAT", "xml", "expected one of"),
+        # Ports (issue 26): 99999 became port 34463 (modulo 65,536), 65536 acted like 0.
+        ("MG_API_PORT", "99999", "at most 65535"),
+        ("MG_API_PORT", "65536", "at most 65535"),
+        ("MG_API_PORT", "-1", "at least 0"),
+        ("MG_METRICS_PORT", "70000", "at most 65535"),
+        ("MG_NOTIFY_SMTP_PORT", "0", "at least 1"),
+        ("MG_NOTIFY_SMTP_PORT", "65536", "at most 65535"),
     ],
 )
 def test_bad_values_name_the_variable(env: str, raw: str, says: str) -> None:
@@ -140,3 +147,13 @@ def test_from_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("MG_NODE_OBSERVE_INTERVAL_SECONDS", "soon")
     with pytest.raises(ConfigError, match="MG_NODE_OBSERVE_INTERVAL_SECONDS"):
         Settings.from_env()
+
+
+def test_port_edges_that_mean_something_are_kept() -> None:
+    # 0 is "any free port" where the runtime listens (the tests rely on it);
+    # an SMTP server has no port 0 to connect to.
+    edges = Settings.from_env(
+        {"MG_API_PORT": "0", "MG_METRICS_PORT": "65535", "MG_NOTIFY_SMTP_PORT": "1"}
+    )
+    assert (edges.api_port, edges.metrics_port, edges.notify_smtp_port) == (0, 65535, 1)
+    assert Settings.from_env({"MG_API_PORT": "65535"}).api_port == 65535

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -256,6 +257,14 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         raise ApiError(
             400, "MALFORMED_JSON", "the request body must be a JSON object", {"field": "body"}
         )
+    duplicate = duplicate_key(raw)
+    if duplicate is not None:
+        raise ApiError(
+            400,
+            "DUPLICATE_KEY",
+            f"{duplicate}: given more than once in the request body",
+            {"field": duplicate},
+        )
     try:
         parsed = model.model_validate_json(raw)
     except ValidationError as exc:
@@ -271,6 +280,54 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         raise _invalid(exc, "body") from None
     check_text(parsed.model_dump(), "body")
     return parsed
+
+
+class _Object(dict[str, Any]):
+    """A decoded JSON object that remembers the first key path given twice in it."""
+
+    duplicate: str | None = None
+
+
+def _duplicate_below(value: Any) -> str | None:
+    """The duplicated key path inside an already decoded value, relative to it."""
+    if isinstance(value, _Object):
+        return value.duplicate
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            inner = _duplicate_below(item)
+            if inner is not None:
+                return f"[{i}]" + (inner if inner.startswith("[") else f".{inner}")
+    return None
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object()
+    for key, value in pairs:
+        if obj.duplicate is None:
+            if key in obj:
+                obj.duplicate = key
+            else:
+                inner = _duplicate_below(value)
+                if inner is not None:
+                    obj.duplicate = key + (inner if inner.startswith("[") else f".{inner}")
+        obj[key] = value
+    return obj
+
+
+def duplicate_key(raw: bytes) -> str | None:
+    """The path (`intent.amount`) of the first key a JSON body gives twice, if any.
+
+    JSON parsers disagree on `{"amount": "1.00", "amount": "9999999.00"}`:
+    pydantic (and most) keep the last, a front end may show the first, so the
+    amount approved would not be the amount executed (issue 26). Such a body
+    means two things and is refused. A body that is not JSON at all is left
+    to the model's own parse, which names that error.
+    """
+    try:
+        value = json.loads(raw, object_pairs_hook=_object_pairs)
+    except (ValueError, RecursionError):
+        return None
+    return _duplicate_below(value)
 
 
 def _invalid(exc: ValidationError, where: str) -> ApiError:

@@ -16,6 +16,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
@@ -26,6 +27,7 @@ from qtg.runtime.metrics import RuntimeMetrics
 from qtg.services.context import ServiceContext
 
 from .app import create_app
+from .errors import error_body
 from .feed import EventFeed
 
 log = logging.getLogger("qtg.api")
@@ -99,7 +101,7 @@ async def serve_api(
         async with trio.open_nursery() as http:
             binds: list[str] = await http.start(
                 lambda task_status: serve(
-                    CloseAfterRefusedBody(app),
+                    HeaderLimit(CloseAfterRefusedBody(app), settings.api_max_header_bytes),
                     config,
                     shutdown_trigger=shutdown_trigger,
                     task_status=task_status,
@@ -132,12 +134,67 @@ async def serve_metrics_only(
     app = metrics_only_app(ctx, metrics)
     async with trio.open_nursery() as http:
         binds: list[str] = await http.start(
-            lambda task_status: serve(app, config, task_status=task_status)
+            lambda task_status: serve(
+                HeaderLimit(app, settings.api_max_header_bytes), config, task_status=task_status
+            )
         )
         host, bound = _bound(binds[0])
         url = ApiServer(host=host, port=bound, app=app).url
         log.info("metrics listening", extra={"url": url})
         task_status.started(url)
+
+
+def head_bytes(scope: Any) -> int:
+    """About the size of the request head as sent: the target and every
+    header line (`name: value` and its CRLF)."""
+    size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+    for name, value in scope.get("headers") or ():
+        size += len(name) + len(value) + 4
+    return size
+
+
+class HeaderLimit:
+    """ASGI wrapper: a request head larger than MG_API_MAX_HEADER_BYTES gets 431.
+
+    Hypercorn's `h11_max_incomplete_size` only bounds a head that is still
+    incomplete in its buffer: a 60,000-byte header that arrives in one read
+    (Hypercorn reads 64 KiB at a time) is parsed whole and reached the app
+    with a 200 (issue 26). So the limit is checked here, on what was parsed,
+    before any route (or authentication) runs. A WebSocket handshake that
+    large is refused before it is accepted.
+    """
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket") or head_bytes(scope) <= self.max_bytes:
+            await self.app(scope, receive, send)
+            return
+        body = msgspec.json.encode(
+            error_body(
+                "HEADERS_TOO_LARGE",
+                f"the request head is larger than {self.max_bytes} bytes",
+                {"field": "headers", "max_bytes": self.max_bytes},
+            )
+        )
+        start = {
+            "status": 431,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", **start})
+            await send({"type": "http.response.body", "body": body})
+        elif "websocket.http.response" in (scope.get("extensions") or {}):
+            await send({"type": "websocket.http.response.start", **start})
+            await send({"type": "websocket.http.response.body", "body": body})
+        else:
+            await send({"type": "websocket.close", "code": 1009})
 
 
 class CloseAfterRefusedBody:

@@ -58,7 +58,12 @@ def database_url(args: argparse.Namespace, settings: Settings) -> Iterator[str]:
 
 
 def describe_dsn(dsn: str) -> str:
-    """`user@host:port/dbname`, for messages: a DSN's password never reaches a terminal."""
+    """`user@host:port/dbname`, for messages: a DSN's password never reaches a terminal.
+
+    A Unix-socket host (a directory, as the embedded database's) is named by
+    its socket file, `user@/dir/.s.PGSQL.5432 (socket)/dbname`: that server has
+    no TCP port, and `host:5432` sent people looking for one (issue 26).
+    """
     try:
         params = conninfo_to_dict(dsn)
     except psycopg.Error:
@@ -66,7 +71,10 @@ def describe_dsn(dsn: str) -> str:
     host = params.get("host") or "localhost"
     port = params.get("port")
     user = params.get("user")
-    where = f"{host}:{port}" if port else str(host)
+    if str(host).startswith(("/", "@")):
+        where = f"{str(host).rstrip('/')}/.s.PGSQL.{port or 5432} (socket)"
+    else:
+        where = f"{host}:{port}" if port else str(host)
     return f"{user + '@' if user else ''}{where}/{params.get('dbname') or user or ''}"
 
 

@@ -48,6 +48,27 @@ _CANCEL_GRACE_SECONDS = 5.0
 _DNS_LIMITER = trio.CapacityLimiter(4)
 
 
+_BROKEN = select.POLLERR | select.POLLHUP | select.POLLNVAL
+
+
+def _poll_now(fileno: int, events: int) -> tuple[bool, bool]:
+    """(readable, writable) for `fileno` right now, without blocking.
+
+    `poll`, never `select`: `select.select` refuses any descriptor >= 1024
+    (FD_SETSIZE) with ValueError, and a process with many sockets open (an
+    API with ~1,000 clients) gets its database sockets numbered above that
+    (issue 26). An error or hang-up counts as readable and writable: the
+    caller's next read or write is what reports it.
+    """
+    poller = select.poll()
+    poller.register(fileno, events)
+    revents = 0
+    for _, got in poller.poll(0):
+        revents |= got
+    broken = bool(revents & _BROKEN)
+    return bool(revents & select.POLLIN) or broken, bool(revents & select.POLLOUT) or broken
+
+
 async def _wait_fd(fileno: int, wait: Wait) -> Ready:
     """Wait until `fileno` is ready as `wait` asks; which readiness it is."""
     if wait == Wait.R:
@@ -56,9 +77,9 @@ async def _wait_fd(fileno: int, wait: Wait) -> Ready:
     if wait == Wait.W:
         await trio.lowlevel.wait_writable(fileno)
         return Ready.W
-    # Read-or-write: rare (a pipeline whose send buffer is full). Poll first;
-    # only if neither is ready park on both and take whichever comes first.
-    readable, writable, _ = select.select([fileno], [fileno], [], 0)
+    # Read-or-write (every pipeline sync waits so). Poll first; only if
+    # neither is ready park on both and take whichever comes first.
+    readable, writable = _poll_now(fileno, select.POLLIN | select.POLLOUT)
     if readable or writable:
         return Ready((Ready.R if readable else 0) | (Ready.W if writable else 0))
     ready = Ready.NONE
@@ -116,11 +137,11 @@ def socket_has_data(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
 
     An idle pooled connection (no LISTEN) is sent nothing by the server except
     its death notice: a restart's FATAL "terminating connection" and EOF, or
-    just EOF when the backend was killed. One non-blocking `select` finds that
+    just EOF when the backend was killed. One non-blocking `poll` finds that
     before the connection is handed out, without a round trip.
     """
     try:
-        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        readable, _ = _poll_now(conn.pgconn.socket, select.POLLIN)
     except (OSError, ValueError, psycopg.OperationalError):
         return True
     return bool(readable)

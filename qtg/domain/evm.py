@@ -7,8 +7,10 @@ and tested on their own; the provider and evm_nonce_reaper only feed them facts.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
+from typing import Any
 
 from qtg.config import ConfigError
 
@@ -85,6 +87,24 @@ def to_base_units(amount: str, decimals: int) -> int:
     if scaled != scaled.to_integral_value() or scaled <= 0:
         raise ValueError(f"amount {amount!r} is not a positive multiple of 10^-{decimals}")
     return int(scaled)
+
+
+def intent_problem(intent: Mapping[str, Any], decimals: object) -> tuple[str, str, str] | None:
+    """What makes `intent` impossible for an EVM transfer of a token with
+    `decimals`: (field, message, code), or None. Only what the intent itself
+    gives is judged (a destination from the node config is the template's)."""
+    if "destination" in intent and not is_address(intent["destination"]):
+        return (
+            "destination",
+            f"{intent['destination']!r} is not an EVM address (0x and 40 hex digits)",
+            "EVM_BAD_DESTINATION",
+        )
+    if "amount" in intent and isinstance(decimals, int) and not isinstance(decimals, bool):
+        try:
+            to_base_units(str(intent["amount"]), decimals)
+        except ValueError as exc:
+            return "amount", str(exc), "EVM_BAD_AMOUNT"
+    return None
 
 
 def erc20_transfer_data(to: str, value: int) -> str:

@@ -116,6 +116,18 @@ class RetryLater(PreflightError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class IntentRejected(ProviderError):
+    """An intent this executor could never carry out, found by `check_intent` at
+    movement creation (nothing exists to send yet). `field` names the intent's
+    field (`destination`, `amount`)."""
+
+    code = "INTENT_REJECTED"
+
+    def __init__(self, field: str, detail: str, *, code: str | None = None) -> None:
+        super().__init__(detail, code=code)
+        self.field = field
+
+
 class SubmitRejected(ProviderError):
     """Refused before any side effect: the node may be FAILED safely."""
 
@@ -158,5 +170,11 @@ class Signer(Protocol):
         ...
 
 
+# `check_intent()` is optional on an executor:
+# `def check_intent(self, intent: Mapping[str, Any], node_config: Mapping[str, Any]) -> None`,
+# no I/O, raising IntentRejected for an intent whose format can never work with
+# this provider (an evm destination that is no address). Movement creation
+# calls it for every node the executor would run, so such a movement is a 422
+# naming the field instead of a movement someone approves and that then fails.
 # `health()` is optional on both: `async def health(self) -> HealthReport`.
 # Absent, the executor_health worker keeps health_state = 'unknown'.

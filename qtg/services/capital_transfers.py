@@ -28,6 +28,7 @@ from qtg.config import Settings
 from qtg.db import Database, Tx, sql_family
 from qtg.domain.attention import parse_transfer_routes, pick_transfer_template
 from qtg.domain.plan import canonical_json
+from qtg.providers.registry import ProviderRegistry
 from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
 from qtg.services.errors import (
@@ -89,8 +90,12 @@ async def create_capital_transfer(
     note: str | None,
     idempotency_key: str,
     actor: str,
+    providers: ProviderRegistry | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Record the transfer (pending), then create its movement and follow it.
+    With `providers`, the movement's intent is checked as a movement's is
+    (`movements.check_intent`): an impossible one leaves the transfer in
+    needs_attention naming the field.
 
     The same idempotency key (per principal) with the same body returns the
     transfer created first (created False); with another body, 409.
@@ -166,11 +171,17 @@ async def create_capital_transfer(
         return await get_capital_transfer(db, existing["id"]), False
     row = {**fields, "id": transfer_id, "network_class": settings.network_class}
     async with db.transaction() as tx:
-        await _advance(tx, db, settings, {**row, "created_by": actor})
+        await _advance(tx, db, settings, {**row, "created_by": actor}, providers)
     return await get_capital_transfer(db, transfer_id), True
 
 
-async def _advance(tx: Tx, db: Database, settings: Settings, row: Mapping[str, Any]) -> None:
+async def _advance(
+    tx: Tx,
+    db: Database,
+    settings: Settings,
+    row: Mapping[str, Any],
+    providers: ProviderRegistry | None = None,
+) -> None:
     """Create the transfer's movement (idempotent by its key) and link it in `tx`,
     which holds the transfer's row; a refusal puts the transfer in needs_attention."""
     try:
@@ -187,6 +198,7 @@ async def _advance(tx: Tx, db: Database, settings: Settings, row: Mapping[str, A
             input_params={"capital_transfer_id": str(row["id"]), "source": row["source"]},
             idempotency_key=movement_idempotency_key(row["id"]),
             actor=row["created_by"],
+            providers=providers,
         )
     except ServiceError as exc:
         await tx.execute(SQL.mark_needs_attention, {"id": row["id"], "error": exc.message})
@@ -264,7 +276,7 @@ async def follow_up_pending_capital_transfers(ctx: ServiceContext) -> int:
             SQL.claim_pending, {"limit": batch, "grace_seconds": PENDING_GRACE_SECONDS}
         )
         for row in pending:
-            await _advance(tx, db, settings, row)
+            await _advance(tx, db, settings, row, ctx.providers)
     reconciled = await db.execute(SQL.reconcile, {"limit": batch})
     async with db.transaction() as tx:
         stale = await tx.fetch(

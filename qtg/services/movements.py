@@ -22,8 +22,10 @@ from qtg.config import Settings
 from qtg.db import Database, Jsonb, Tx, sql_family
 from qtg.domain.derive import NodeView
 from qtg.domain.faults import completed_side_effects, four_eyes_violation
-from qtg.domain.plan import canonical_json, compile_graph, compiled_plan_hash
+from qtg.domain.plan import Plan, canonical_json, compile_graph, compiled_plan_hash
 from qtg.domain.states import IN_FLIGHT_NODE_STATES, NodeState, RequestState
+from qtg.providers.base import IntentRejected
+from qtg.providers.registry import ProviderRegistry, UnknownExecutorError
 from qtg.services import progress
 from qtg.services.auditing import record_audit
 from qtg.services.errors import (
@@ -161,6 +163,33 @@ async def list_movements(
 # ------------------------------------------------------------------ create
 
 
+def check_intent(providers: ProviderRegistry, plan: Plan, intent: Mapping[str, Any]) -> None:
+    """Refuse `intent` (InvalidInput naming `intent.<field>`) if an executor of
+    one of the plan's nodes says it can never carry it out. A node whose
+    executor is not loaded here is left to dispatch, as before."""
+    for node in plan.nodes:
+        try:
+            executor = providers.executor_for(node.action_type, node.executor_key)
+        except UnknownExecutorError:
+            continue
+        check = getattr(executor, "check_intent", None)
+        if check is None:
+            continue
+        try:
+            check(intent, node.config)
+        except IntentRejected as exc:
+            field = f"intent.{exc.field}"
+            raise InvalidInput(
+                f"{field}: {exc.detail} (node {node.key}, provider {executor.key})",
+                detail={
+                    "field": field,
+                    "node_key": node.key,
+                    "executor": executor.key,
+                    "reason": exc.code,
+                },
+            ) from None
+
+
 async def create_movement(
     db: Database,
     settings: Settings,
@@ -171,8 +200,14 @@ async def create_movement(
     idempotency_key: str,
     callback_url: str | None = None,
     actor: str,
+    providers: ProviderRegistry | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Create a PENDING_APPROVAL movement from the template's active version.
+
+    With `providers`, the intent is first checked by every executor that would
+    run one of the plan's nodes and has a format to check (`check_intent`): an
+    evm destination that is no address is a 422 naming `intent.destination`
+    now, not a movement approved by a second person that then fails.
 
     The same idempotency key with the same body returns the first movement
     (created_now False); with another body it is refused. Keys are scoped per
@@ -205,6 +240,8 @@ async def create_movement(
                     detail={"field": "template_key", "template_key": template_key},
                 )
             plan = compile_graph(version["graph"])
+            if providers is not None:
+                check_intent(providers, plan, intent)
             request_id = await tx.fetchval(
                 SQL.insert_request,
                 {

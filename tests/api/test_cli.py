@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from runtime.rt_procs import private_dir
 
 from qtg.cli.watch import describe_close, format_event, stream_url
 from qtg.db import Query
@@ -59,6 +60,37 @@ async def test_token_create_list_revoke(dsn: str, db: Any) -> None:
     assert await tokens.authenticate(db, token) is None
     gone = await _qtg("token", "revoke", "--name", "carol", "--database-url", dsn)
     assert gone.returncode == 2 and b"no live token" in gone.stderr
+
+
+async def test_token_create_on_the_embedded_database_names_its_socket() -> None:
+    """The embedded database has no TCP port; "…:5432/qtg" sent a newcomer
+    looking for one (issue 26). Its socket file is named instead."""
+    with private_dir("qtg-cli-embedded-") as root:
+        data = root / "qtg-data"
+        migrated = await _qtg("migrate", MG_EMBEDDED_DATA_DIR=str(data))
+        assert migrated.returncode == 0, migrated.stderr
+        assert b":5432" not in migrated.stdout + migrated.stderr
+        created = await _qtg(
+            "token", "create", "--name", "dana", "--role", "viewer",
+            MG_EMBEDDED_DATA_DIR=str(data),
+        )
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.decode().strip().startswith("qtg_")
+    said = created.stderr.decode()
+    assert ":5432" not in said, said
+    [line] = said.splitlines()
+    socket_dir = line.split("@", 1)[1].split("/.s.PGSQL.5432 (socket)/qtg: token for dana", 1)[0]
+    assert socket_dir == str(data / "pgdata"), line
+
+
+def test_a_socket_dsn_is_described_by_its_socket_file() -> None:
+    from qtg.cli.common import describe_dsn
+
+    assert describe_dsn("host=/run/pg port=5433 user=u dbname=d") == (
+        "u@/run/pg/.s.PGSQL.5433 (socket)/d"
+    )
+    assert describe_dsn("postgresql://u@/d?host=/run/pg") == "u@/run/pg/.s.PGSQL.5432 (socket)/d"
+    assert describe_dsn("postgresql://u@db:6432/d") == "u@db:6432/d"
 
 
 async def test_watch_tails_a_movement_to_completion(api: Api) -> None:

@@ -179,3 +179,51 @@ async def test_unknown_routes_and_methods(api: Api) -> None:
         headers={"Idempotency-Key": "none"},
     )
     assert r.status_code == 404
+
+
+async def test_a_key_given_twice_is_refused_on_every_body(api: Api) -> None:
+    """`"amount":"1.00","amount":"9999999.00"` was stored as the last one while a
+    front end may show the first (issue 26): a body that means two things is a
+    400 naming the key, and nothing is created."""
+    await make_template(api)
+    await make_template(api, "t.other")
+    cases = [
+        (
+            b'{"template_key": "t.manual", "intent": {"asset": "USDC", "amount": "1.00",'
+            b' "amount": "9999999.00", "destination": "0xabc"}}',
+            "intent.amount",
+        ),
+        (
+            b'{"template_key": "t.manual", "template_key": "t.other",'
+            b' "intent": {"asset": "USDC", "amount": "1.00", "destination": "0xabc"}}',
+            "template_key",
+        ),
+        (
+            b'{"template_key": "t.manual", "intent": {"asset": "USDC", "amount": "1.00",'
+            b' "destination": "0xabc"}, "input_params": {"a": [{"b": 1, "b": 2}]}}',
+            "input_params.a[0].b",
+        ),
+    ]
+    for raw, field in cases:
+        r = await _create(api, None, raw=raw, key=uuid.uuid4().hex)
+        assert r.status_code == 400, (raw, r.text)
+        assert r.json()["error"]["code"] == "DUPLICATE_KEY", r.text
+        assert _field(r) == field, r.text
+    listed = await api["alice"].get("/v3/movements")
+    assert listed.status_code == 200 and listed.json()["items"] == []
+    # Every body goes through the same parser: a template, too.
+    r = await api["admin"].post(
+        "/v3/templates",
+        content=b'{"template_key": "t.x", "name": "x", "name": "y", "graph": {}}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 400 and _field(r) == "name", r.text
+    # The same key at different levels, or in sibling objects, is no duplicate.
+    r = await _create(
+        api,
+        None,
+        raw=b'{"template_key": "t.manual", "intent": {"asset": "USDC", "amount": "1.00",'
+        b' "destination": "0xabc"}, "input_params": {"asset": 1, "l": [{"k": 1}, {"k": 2}]}}',
+        key=uuid.uuid4().hex,
+    )
+    assert r.status_code == 201, r.text

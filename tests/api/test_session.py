@@ -45,6 +45,17 @@ def test_readme_run_command_is_the_one_the_session_needs() -> None:
     assert "bin/qtg-runtime --seed-demo" in README.read_text().split("<!-- session -->")[0]
 
 
+def test_readme_top_says_how_to_start_again_without_reinstalling() -> None:
+    """A re-run of the whole run command spent 58 of 67 s in pip (issue 26):
+    the README's top gives the start command alone, right after it."""
+    top = README.read_text().split("\n---\n", 1)[0]
+    assert "<!-- restart-command -->" in top
+    assert top.index("<!-- restart-command -->") > top.index("<!-- ci:run-command -->")
+    restart = readme_block("restart-command").strip()
+    assert "pip" not in restart and "venv" not in restart.replace("./.venv", "")
+    assert readme_block("ci:run-command").strip().rsplit("&&", 1)[1].strip() == restart
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     not (shutil.which("curl") and shutil.which("jq")),
@@ -88,6 +99,7 @@ def test_readme_session(dsn: str) -> None:
 def test_api_and_workers_flags_are_exclusive() -> None:
     bin_ = Path(__file__).resolve().parents[2] / "bin" / "qtg-runtime"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
+    env["QTG_PYTHON"] = sys.executable
     r = subprocess.run(
         [str(bin_), "--api-only", "--workers-only"],
         env=env,

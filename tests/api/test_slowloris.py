@@ -122,3 +122,47 @@ async def test_timeouts_come_from_settings(dsn: str, db: Any, hub: Any, nursery:
     assert config.read_timeout == 7.5
     assert config.keep_alive_timeout == 3.0
     assert config.h11_max_incomplete_size == settings.api_max_header_bytes
+
+
+async def test_a_request_head_past_the_header_limit_gets_431(api: Any) -> None:
+    """One 60,000-byte header, sent whole, got 200 (issue 26): Hypercorn's own
+    limit only bounds a head still incomplete in its buffer. Real clients
+    against the served app: httpx, and a raw socket writing it in one go."""
+    limit = api.settings.api_max_header_bytes
+    assert limit == 16 * 1024
+    big = {"X-Padding": "a" * 60_000}
+    for who, path in (("alice", "/v3/movements"), ("anon", "/healthz")):
+        r = await api[who].get(path, headers=big)
+        assert r.status_code == 431, (path, r.status_code, r.text[:200])
+        assert r.json()["error"]["code"] == "HEADERS_TOO_LARGE"
+        assert r.json()["error"]["detail"] == {"field": "headers", "max_bytes": limit}
+    # Many headers adding up past the limit count too; just under it passes.
+    many = {f"X-P{i}": "b" * 1000 for i in range(20)}
+    assert (await api["alice"].get("/v3/movements", headers=many)).status_code == 431
+    near = {"X-Padding": "c" * (limit - 2000)}
+    assert (await api["alice"].get("/v3/movements", headers=near)).status_code == 200
+
+    host, port = api.url.removeprefix("http://").rsplit(":", 1)
+    sock = trio.socket.socket()
+    with sock:
+        await sock.connect((host, int(port)))
+        await sock.send(
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"d" * 60_000 + b"\r\n\r\n"
+        )
+        received, _ = await _read_until_closed(sock, deadline=READ_TIMEOUT + 10)
+    assert received.startswith(b"HTTP/1.1 431"), received[:200]
+
+
+async def test_a_stream_handshake_past_the_header_limit_is_refused(api: Any) -> None:
+    from trio_websocket import ConnectionRejected, open_websocket_url
+
+    with trio.fail_after(10), pytest.raises(ConnectionRejected) as refused:
+        async with open_websocket_url(
+            api.server.ws_url + "/v3/stream",
+            extra_headers=[
+                (b"authorization", f"Bearer {api.tokens['vic']}".encode()),
+                (b"x-padding", b"e" * 60_000),
+            ],
+        ):
+            pass
+    assert refused.value.status_code == 431

@@ -96,6 +96,10 @@ def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime)
     expect(bob.locator("#act-approve")).to_be_visible()
     bob.click("#act-approve")
     expect(bob.locator("#action-ok")).to_be_visible()
+    # Alice's refusal described a decision nobody can take any more: once her page
+    # sees the movement move on, the error box is gone (issue 26).
+    expect(alice.locator("h1")).not_to_have_attribute("data-state", "PENDING_APPROVAL")
+    expect(refusal).to_have_count(0)
 
     # Alice's page follows the runtime through the stream.
     expect(alice.locator('#graph g.node[data-state="COMPLETED"]')).to_have_count(
@@ -161,7 +165,15 @@ def test_main_pages_render_and_are_captured(chromium, runtime: Runtime) -> None:
     expect(page.locator(".card svg.dag g.node")).to_have_count(5)
     expect(page.locator('.card svg.dag g.node[data-key="burn"]')).to_contain_text("cctp_burn")
     screenshot(page, "templates")
-    # A movement started from the template's form waits for a second person.
+    # A movement started from the template's form waits for a second person. The
+    # destination has no made-up default (it was "0xabc"): the form is not sent
+    # until someone types one.
+    destination = page.locator('form.create input[name="destination"]')
+    expect(destination).to_have_value("")
+    page.click("form.create button[type=submit]")
+    assert destination.evaluate("(e) => !e.validity.valid") is True
+    assert "#/templates" in page.url
+    destination.fill("0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed")
     page.click("form.create button[type=submit]")
     expect(page.locator("#graph g.node")).to_have_count(5)
     expect(page.locator("h1")).to_have_attribute("data-state", "PENDING_APPROVAL")

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 from runtime.rt_procs import query
 
-from .conftest import EXPECT_MS, Runtime, screenshot
+from .conftest import EXPECT_MS, Runtime, expect_count_with_progress, screenshot
 from .test_console_browser import create_movement, sign_in
 
 pytestmark = pytest.mark.slow
@@ -91,7 +91,8 @@ def test_a_fifty_node_movement_is_drawn_readably_and_followed_live(
     bob.click("#act-approve")
     expect(bob.locator("#action-ok")).to_be_visible()
     # 49 sandbox nodes complete on their own; the manual join waits for a person.
-    expect(bob.locator('#graph g.node[data-state="COMPLETED"]')).to_have_count(49)
+    # Bounded by progress, not wall time: each node completing restarts the wait.
+    expect_count_with_progress(bob, '#graph g.node[data-state="COMPLETED"]', 49)
     done = bob.locator('#graph g.node[data-key="done"]')
     expect(done).to_have_attribute("data-state", "READY")
     expect(done).to_have_class("node st-READY frontier")
@@ -109,8 +110,8 @@ def test_a_fifty_node_movement_is_drawn_readably_and_followed_live(
     bob.fill("#artifacts", '{"checked": "by bob"}')
     bob.click("#act-complete")
     expect(bob.locator("#action-ok")).to_be_visible()
-    expect(bob.locator('#graph g.node[data-state="COMPLETED"]')).to_have_count(50)
-    expect(alice.locator('#graph g.node[data-state="COMPLETED"]')).to_have_count(50)
+    expect_count_with_progress(bob, '#graph g.node[data-state="COMPLETED"]', 50)
+    expect_count_with_progress(alice, '#graph g.node[data-state="COMPLETED"]', 50)
     expect(alice.locator("h1")).to_have_attribute("data-state", "COMPLETED")
     print(f"50-node movement page drawn in {drawn:.2f} s")
 
@@ -236,3 +237,41 @@ def test_the_layout_is_layered_by_dependency_depth(chromium, runtime: Runtime) -
     )
     assert width < 400 < height, (width, height)
     screenshot(viewer, "movement-50-chain")
+
+
+PROGRESS_PAGE = """<ul id=items></ul><script>
+  let n = 0;
+  const timer = setInterval(() => {
+    document.getElementById('items').append(document.createElement('li'));
+    if (++n === %d) clearInterval(timer);
+  }, %d);
+</script>"""
+
+
+def test_the_progress_wait_outlasts_a_slow_run_but_not_a_stall(chromium) -> None:
+    """The wait behind the 50-node test: 20 items arriving 100 ms apart (2 s in
+    all) pass a 1 s stall window that a fixed 1 s budget would fail; items
+    that stop at 4 of 20 fail after one stall window, naming how far they got.
+    A fresh page each time: a page's timers outlive set_content."""
+
+    def page_adding(count: int, every_ms: int):
+        page = chromium.new_page()
+        page.set_content(PROGRESS_PAGE % (count, every_ms))
+        return page
+
+    fixed = page_adding(20, 100)
+    with pytest.raises(AssertionError):
+        expect(fixed.locator("#items li")).to_have_count(20, timeout=1000)
+    fixed.close()
+
+    slow = page_adding(20, 100)
+    expect_count_with_progress(slow, "#items li", 20, stall_ms=1000)
+    assert slow.locator("#items li").count() == 20
+    slow.close()
+
+    stalled = page_adding(4, 50)
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"4 of 20 and no progress for 1000 ms"):
+        expect_count_with_progress(stalled, "#items li", 20, stall_ms=1000)
+    assert time.monotonic() - started < 10
+    stalled.close()

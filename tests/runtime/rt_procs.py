@@ -56,7 +56,9 @@ class RuntimeProcess:
 
     @classmethod
     def launcher(cls, env: dict[str, str], *args: str) -> RuntimeProcess:
-        return cls([str(BIN), *args], env)
+        """`bin/qtg-runtime` run by the interpreter running the tests (QTG_PYTHON),
+        not whatever python3 the repository folder offers (issue 26)."""
+        return cls([str(BIN), *args], {**env, "QTG_PYTHON": sys.executable})
 
     @property
     def pid(self) -> int:

@@ -198,6 +198,13 @@ def test_bad_setting_exits_2_naming_the_variable() -> None:
     ]
 
 
+def test_an_out_of_range_port_stops_start_up_naming_it() -> None:
+    """MG_API_PORT=99999 used to start on port 34463 (issue 26)."""
+    proc = RuntimeProcess.launcher(base_env(MG_API_PORT="99999"))
+    assert proc.wait_exit(20) == 2
+    assert proc.lines == ["qtg-runtime: MG_API_PORT: must be at most 65535, got '99999'"]
+
+
 def test_external_database_is_migrated_only_when_asked(empty_dsn, procs) -> None:
     refused = RuntimeProcess.launcher(base_env(MG_DATABASE_URL=empty_dsn))
     assert refused.wait_exit(20) == 1

@@ -24,6 +24,7 @@ async def create_capital_transfer(call: Call) -> Any:
         note=body.note,
         idempotency_key=call.headers["Idempotency-Key"],
         actor=call.actor,
+        providers=call.ctx.providers,
     )
     return Reply(transfer, 201 if created else 200)
 

@@ -28,6 +28,7 @@ async def create_movement(call: Call) -> Any:
         idempotency_key=call.headers["Idempotency-Key"],
         callback_url=body.callback_url,
         actor=call.actor,
+        providers=call.ctx.providers,
     )
     return Reply(movement, 201 if created else 200)
 

@@ -53,7 +53,18 @@ export default {
       h("div.split", detail,
         h("section.card.log", h("h2", "Events"), log)));
 
+    // An error shown in `outcome` belongs to the state the movement was in when
+    // it was shown: once the movement moves on (someone else approved, the
+    // node got completed), a "403 FOUR_EYES" left standing would describe a
+    // decision nobody can take any more, so it is cleared (see paintSummary).
+    let errorShownAt = null;
+    const showError = (box) => {
+      mount(outcome, box);
+      errorShownAt = movement.request_state;
+    };
+
     const decide = async (label, path, body) => {
+      errorShownAt = null;
       mount(outcome, h("p.muted", `${label}…`));
       const r = await api("POST", path, { body: body ?? {} });
       if (r.ok) {
@@ -61,7 +72,7 @@ export default {
         mount(outcome, h("p.ok#action-ok", `${label}: done, movement is ${r.body.request_state}`));
         paint();
       } else {
-        mount(outcome, errorBox(r));
+        showError(errorBox(r));
       }
     };
 
@@ -99,6 +110,10 @@ export default {
     };
 
     const paintSummary = () => {
+      if (errorShownAt !== null && movement.request_state !== errorShownAt) {
+        errorShownAt = null;
+        mount(outcome);
+      }
       mount(title, "Movement ", h("span.mono", id), " ", stateBadge(movement.request_state));
       title.dataset.state = movement.request_state;
       const intent = movement.intent || {};
@@ -164,7 +179,7 @@ export default {
             try {
               parsed = artifacts.value.trim() ? JSON.parse(artifacts.value) : {};
             } catch (e) {
-              mount(outcome, h("div.error", { role: "alert" }, `artifacts: not JSON (${e.message})`));
+              showError(h("div.error", { role: "alert" }, `artifacts: not JSON (${e.message})`));
               return;
             }
             decide(`complete ${node.node_key}`, `${base}/complete`, { artifacts: parsed });

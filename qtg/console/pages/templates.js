@@ -49,7 +49,11 @@ function createForm(ctx, templateKey) {
   const out = h("div.out");
   const asset = h("input", { name: "asset", value: "USDC", required: true });
   const amount = h("input", { name: "amount", value: "10.00", required: true, pattern: "[0-9]+(\\.[0-9]+)?" });
-  const destination = h("input", { name: "destination", value: "0xabc", required: true });
+  // No default destination: a made-up one ("0xabc") was accepted and sent money
+  // nowhere sensible; the person types where it goes (issue 26).
+  const destination = h("input", {
+    name: "destination", value: "", required: true, placeholder: "receiving address, e.g. 0x…", autocomplete: "off",
+  });
   return h("form.card.create", {
     onsubmit: async (e) => {
       e.preventDefault();

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from qtg.db import Database
@@ -37,10 +38,11 @@ from qtg.domain.ccip import (
     message_id_from_logs,
 )
 from qtg.domain.context import ExecutionContext
-from qtg.domain.evm import is_address, nonce_lane_key, to_base_units
+from qtg.domain.evm import intent_problem, is_address, nonce_lane_key, to_base_units
 from qtg.providers.base import (
     HealthReport,
     HealthState,
+    IntentRejected,
     ObserveResult,
     ObserveStatus,
     PreflightError,
@@ -230,6 +232,17 @@ class CcipExecutor:
         }
 
     # --------------------------------------------------------------- contract
+    def check_intent(self, intent: Mapping[str, Any], node_config: Mapping[str, Any]) -> None:
+        """At movement creation: a destination that is no address, or an amount
+        the token cannot express, is refused before anyone approves it (preflight
+        would only refuse it after approval, failing the movement)."""
+        cfg = node_config.get("ccip")
+        decimals = cfg.get("decimals", 18) if isinstance(cfg, Mapping) else 18
+        problem = intent_problem(intent, decimals)
+        if problem is not None:
+            field, message, code = problem
+            raise IntentRejected(field, message, code=code)
+
     async def preflight(self, ctx: ExecutionContext) -> None:
         if ctx.action_type == "ccip_delivery":
             return

@@ -12,16 +12,24 @@ import hashlib
 import json
 import os
 import signal
+from collections.abc import Mapping
 from typing import Any
 
 from eth_utils import keccak
 
 from qtg.db import Database
 from qtg.domain.context import ExecutionContext
-from qtg.domain.evm import erc20_transfer_data, is_address, nonce_lane_key, to_base_units
+from qtg.domain.evm import (
+    erc20_transfer_data,
+    intent_problem,
+    is_address,
+    nonce_lane_key,
+    to_base_units,
+)
 from qtg.providers.base import (
     HealthReport,
     HealthState,
+    IntentRejected,
     ObserveResult,
     ObserveStatus,
     PreflightError,
@@ -80,6 +88,17 @@ class EvmExecutor:
         return rpc, {"chain_id": chain_id, "to": destination, "token": token, "value": value}
 
     # --------------------------------------------------------------- contract
+    def check_intent(self, intent: Mapping[str, Any], node_config: Mapping[str, Any]) -> None:
+        """At movement creation: a destination that is no address, or an amount
+        the token cannot express, is refused before anyone approves it (preflight
+        would only refuse it after approval, failing the movement)."""
+        cfg = node_config.get("evm")
+        decimals = cfg.get("decimals", 18) if isinstance(cfg, Mapping) else 18
+        problem = intent_problem(intent, decimals)
+        if problem is not None:
+            field, message, code = problem
+            raise IntentRejected(field, message, code=code)
+
     async def preflight(self, ctx: ExecutionContext) -> None:
         rpc, t = self._transfer(ctx)
         if await rpc.chain_id_on_chain() != t["chain_id"]:
