@@ -171,8 +171,13 @@ async def create_movement(
     idempotency_key: str,
     callback_url: str | None = None,
     actor: str,
+    network_class: str | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Create a PENDING_APPROVAL movement from the template's active version.
+
+    Its network class is `network_class` when given — a worker creating a
+    movement for something of another origin passes that origin's class — else
+    this runtime's (MG_NETWORK_CLASS).
 
     The same idempotency key with the same body returns the first movement
     (created_now False); with another body it is refused. Keys are scoped per
@@ -208,7 +213,7 @@ async def create_movement(
             request_id = await tx.fetchval(
                 SQL.insert_request,
                 {
-                    "network_class": settings.network_class,
+                    "network_class": network_class or settings.network_class,
                     "template_id": version["template_id"],
                     "template_version_id": version["template_version_id"],
                     "compiled_plan_hash": compiled_plan_hash(plan, intent, input_params),

@@ -281,6 +281,7 @@ async def test_every_worker_claims_only_its_own_network_class(
     assert await dispatch_ready_nodes(test) == 1
     assert await next_observe_due(main) is None
     assert await observe_active_nodes(main) == 0
+    assert await observe_active_nodes(with_settings(main, node_observe_batch_claim=False)) == 0
     assert await dispatch_pending_callbacks(main) == 0  # testnet's callback rows stay
     assert await observe_active_nodes(test) == 1
     assert (await get_movement(svc.db, plain["id"]))["request_state"] == "COMPLETED"
