@@ -1,0 +1,16 @@
+-- Issue 25 item 5: the observer holds no lock across a provider call.
+--
+-- A pass claims its due nodes (FOR NO KEY UPDATE ... SKIP LOCKED), stamps each
+-- with the claim's token in observe_lease and moves next_observe_at past the
+-- observation (MG_NODE_OBSERVE_LEASE_SECONDS), and commits: the rows are
+-- unlocked while the provider is asked, and no other observer claims them,
+-- since they are not due. The outcome is written in a short second
+-- transaction that locks the request and the node again and writes only when
+-- observe_lease still holds the claim's token (and the node is still in the
+-- same attempt and still SUBMITTED/OBSERVING): an observer whose lease ran out
+-- and was taken by another claim discards what it saw.
+--
+-- The token is left in place after the outcome: only a match with the LATEST
+-- claim matters, and the next claim replaces it. NULL: never claimed since
+-- this migration. Nullable, no default: adding it rewrites no row.
+ALTER TABLE movement_request_nodes ADD COLUMN observe_lease uuid;
