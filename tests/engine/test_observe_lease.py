@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 import pytest
 import trio
 
@@ -217,3 +218,39 @@ async def test_an_observation_is_cut_off_at_half_the_lease(
     row = await svc.db.fetchrow(NODE, {"rid": rid})
     assert (row["node_state"], row["observe_count"]) == ("OBSERVING", 1)
     assert row["error_detail"] == "observe took longer than 0.2 s"
+
+
+def notifies_before_marker(listener: psycopg.Connection) -> list[str]:
+    """The qtg_observe payloads delivered before a marker sent now (delivery is
+    in commit order, so every notify of an earlier commit comes first)."""
+    listener.execute("NOTIFY qtg_observe, 'marker'")
+    seen: list[str] = []
+    for n in listener.notifies(timeout=10):
+        if n.payload == "marker":
+            return seen
+        seen.append(n.payload)
+    raise AssertionError("the marker never came back")
+
+
+async def test_a_pending_outcome_wakes_no_observer_but_an_earlier_due_time_does(
+    svc: ServiceContext, dsn: str, batch_claim: bool
+) -> None:
+    """The lease holder's own "still pending" moves next_observe_at from the
+    lease's end back to the poll time; that must not wake every observer of
+    every process once per observation (its own pass goes round and sleeps
+    until its next_due). Any other move earlier still wakes them."""
+    ctx = ServiceContext(
+        svc.db, svc.settings.replace(node_observe_batch_claim=batch_claim), svc.providers
+    )
+    slow = {"observations_to_complete": 3, "retry_after_seconds": 30}
+    await template(svc, "slowpoke", [node("withdraw", "cex_withdrawal", sandbox=slow)], [])
+    m = await movement(svc, "slowpoke")
+    assert await dispatch_ready_nodes(ctx) == 1
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute("LISTEN qtg_observe")
+        assert await observe_active_nodes(ctx) == 1
+        row = await svc.db.fetchrow(NODE, {"rid": m["id"]})
+        assert (row["node_state"], row["observe_lease"]) == ("OBSERVING", None)
+        assert notifies_before_marker(listener) == []
+        await svc.db.execute(EXPIRE_LEASE, {"rid": m["id"]})  # as cex_transfer_ingest wakes it
+        assert notifies_before_marker(listener) == [""]
