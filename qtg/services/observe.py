@@ -208,7 +208,7 @@ class Observed:
 TIMED_OUT = "TIMED_OUT"
 
 
-async def _observe_leased(ctx: ServiceContext, lease: Lease) -> Done:
+async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
     """Observe the leased nodes side by side with no transaction open, then, in
     one short transaction, write the outcomes of those whose lease still holds.
     Nodes of one request share its snapshot, so each outcome's rules see the
@@ -216,7 +216,7 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> Done:
     done = Done(claimed_at=lease.claimed_at)
     claimed = lease.claimed
     if not claimed:
-        return done
+        return
     found: list[Observed | None] = [None] * len(claimed)
     limit = ctx.settings.node_observe_lease_seconds / 2
 
@@ -263,7 +263,7 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> Done:
                 extra={"discarded": len(claimed) - len(kept), "observed": len(claimed)},
             )
         if not kept:
-            return done
+            return
         needed = {c.row["request_id"] for c, _ in kept}
         snaps = await progress.snapshots_from_claim(
             tx, [r for r in requests if r["request_id"] in needed]
@@ -284,7 +284,6 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> Done:
             for n in snap.nodes
         )
     _committed(ctx, done)
-    return done
 
 
 async def _look(
