@@ -187,7 +187,7 @@ async def test_a_dead_observers_node_is_due_again_when_its_lease_runs_out(
 ) -> None:
     ctx, slow = observer
     ctx = ServiceContext(
-        ctx.db, ctx.settings.replace(node_observe_lease_seconds=1.0), ctx.providers
+        ctx.db, ctx.settings.replace(node_observe_lease_seconds=3.0), ctx.providers
     )
     rid = await submitted(svc, ctx)
     async with trio.open_nursery() as nursery:
