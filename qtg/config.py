@@ -113,6 +113,11 @@ class Settings:
     observe_timeout_enforcement_enabled: bool = setting(
         "MG_OBSERVE_TIMEOUT_ENFORCEMENT_ENABLED", False
     )
+    # Issue 25: a claimed node is leased to its observer for this long (it is
+    # not due for any other) while the provider is asked with no lock held; one
+    # observation is cut off at half of it. An observer that dies mid-call
+    # leaves its nodes due again when the lease runs out.
+    node_observe_lease_seconds: float = interval("MG_NODE_OBSERVE_LEASE_SECONDS", 60.0)
     node_recovery_interval_seconds: float = interval("MG_NODE_RECOVERY_INTERVAL_SECONDS", 60.0)
     node_recovery_batch_size: int = count("MG_NODE_RECOVERY_BATCH_SIZE", 10)
     # A SUBMITTING node older than this is presumed stranded by a crash between

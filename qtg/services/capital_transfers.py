@@ -199,6 +199,9 @@ async def _advance(
             idempotency_key=movement_idempotency_key(row["id"]),
             actor=row["created_by"],
             providers=providers,
+            # the transfer's class, not the runtime's: a movement inherits the
+            # class of what it came from (issue 25)
+            network_class=row["network_class"],
         )
     except ServiceError as exc:
         await tx.execute(SQL.mark_needs_attention, {"id": row["id"], "error": exc.message})
@@ -271,17 +274,29 @@ async def follow_up_pending_capital_transfers(ctx: ServiceContext) -> int:
     """
     db, settings = ctx.db, ctx.settings
     batch = settings.capital_transfer_followup_batch_size
+    # Every claim is of this runtime's network class only (issue 25): another
+    # class's transfers are its own runtimes' to follow up.
+    network_class = settings.network_class
     async with db.transaction() as tx:
         pending = await tx.fetch(
-            SQL.claim_pending, {"limit": batch, "grace_seconds": PENDING_GRACE_SECONDS}
+            SQL.claim_pending,
+            {
+                "limit": batch,
+                "grace_seconds": PENDING_GRACE_SECONDS,
+                "network_class": network_class,
+            },
         )
         for row in pending:
             await _advance(tx, db, settings, row, ctx.providers)
-    reconciled = await db.execute(SQL.reconcile, {"limit": batch})
+    reconciled = await db.execute(SQL.reconcile, {"limit": batch, "network_class": network_class})
     async with db.transaction() as tx:
         stale = await tx.fetch(
             SQL.claim_stale,
-            {"stale_seconds": settings.capital_transfer_stale_seconds, "limit": batch},
+            {
+                "stale_seconds": settings.capital_transfer_stale_seconds,
+                "limit": batch,
+                "network_class": network_class,
+            },
         )
         for row in stale:
             await raise_notification(

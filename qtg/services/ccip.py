@@ -152,6 +152,7 @@ async def reap_stranded_intents(ctx: ServiceContext) -> int:
             {
                 "threshold_seconds": ctx.settings.ccip_send_intent_stranded_seconds,
                 "limit": REAP_BATCH,
+                "network_class": ctx.settings.network_class,
             },
         )
         for row in rows:

@@ -107,6 +107,7 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
                 "stale_seconds": ctx.settings.evm_nonce_reservation_stale_seconds,
                 "attention_seconds": ctx.settings.evm_nonce_attention_seconds,
                 "limit": 100,
+                "network_class": ctx.settings.network_class,
             },
         )
         for row in rows:

@@ -201,6 +201,7 @@ async def create_movement(
     callback_url: str | None = None,
     actor: str,
     providers: ProviderRegistry | None = None,
+    network_class: str | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Create a PENDING_APPROVAL movement from the template's active version.
 
@@ -208,6 +209,10 @@ async def create_movement(
     run one of the plan's nodes and has a format to check (`check_intent`): an
     evm destination that is no address is a 422 naming `intent.destination`
     now, not a movement approved by a second person that then fails.
+
+    Its network class is `network_class` when given — a worker creating a
+    movement for something of another origin passes that origin's class — else
+    this runtime's (MG_NETWORK_CLASS).
 
     The same idempotency key with the same body returns the first movement
     (created_now False); with another body it is refused. Keys are scoped per
@@ -245,7 +250,7 @@ async def create_movement(
             request_id = await tx.fetchval(
                 SQL.insert_request,
                 {
-                    "network_class": settings.network_class,
+                    "network_class": network_class or settings.network_class,
                     "template_id": version["template_id"],
                     "template_version_id": version["template_version_id"],
                     "compiled_plan_hash": compiled_plan_hash(plan, intent, input_params),

@@ -1,30 +1,41 @@
 """node_observer (reference §2): poll SUBMITTED/OBSERVING nodes until they finish.
 
-With MG_NODE_OBSERVE_BATCH_CLAIM (the default, issue 15) one pass is ONE
-transaction: up to MG_NODE_OBSERVE_BATCH_SIZE due nodes are claimed — node and
-request locked, SKIP LOCKED — in one statement, their requests read in two,
-the provider observations run side by side, and every outcome (and the
-successors it makes READY, the frontier, the request state) is written and
-committed together. Other observers skip the held rows, so they never wait
-for this batch; what a slow observation delays is its own batch's commit, and
-with it the API operations on the batch's requests (they wait for the request
-lock) — bounded by the slowest provider call of the batch, where the per-node
-path bounds each by its own call.
+No lock is held across a provider call (issue 25; the reference: "a slow
+provider observation on one node never holds a lock that blocks the rest of
+the batch"). Every observation goes through three steps:
 
-With it off, the reference's two phases, so that one slow provider observation
-never holds a lock that blocks the rest of the batch: an unlocked snapshot of
-up to MG_NODE_OBSERVE_BATCH_SIZE due ids, then each node claimed under a
-miss-only savepoint in its own transaction, which holds those locks through
-the provider call and the commit.
+1. **Claim and lease** (one short transaction): the due nodes are claimed with
+   their requests, FOR NO KEY UPDATE ... SKIP LOCKED; each gets the claim's
+   token in `observe_lease` and a next_observe_at past the observation
+   (MG_NODE_OBSERVE_LEASE_SECONDS), and the transaction COMMITS. The rows are
+   free again — the dispatcher's settle, an API operation, another worker can
+   take them — but no other observer claims them: they are not due.
+2. **Observe** with no transaction open: the provider calls, side by side, each
+   cut off at half the lease.
+3. **Re-lock and write** (one short transaction): the requests are locked
+   again (waiting, in id order), then the nodes whose lease still holds the
+   claim's token, in the same attempt, still SUBMITTED/OBSERVING; only their
+   outcomes are written (and the successors they make READY, the frontier, the
+   request state), on a snapshot read under those locks. A node whose lease
+   ran out and was claimed again, or that someone else moved on, is skipped:
+   what this observer saw is discarded, never written over a newer claim's.
 
-Both paths share everything after the claim: `_observe_claimed` (one
-transaction's claimed rows), `_look` (the provider call, no writes) and
+With MG_NODE_OBSERVE_BATCH_CLAIM (the default, issue 15) step 1 claims up to
+MG_NODE_OBSERVE_BATCH_SIZE nodes in one statement and step 3 writes every
+outcome of the pass in one transaction. With it off, the reference's two
+phases: an unlocked snapshot of up to MG_NODE_OBSERVE_BATCH_SIZE due ids, then
+each node claimed under a miss-only savepoint and taken through the three steps
+on its own.
+
+Both paths share everything after the claim: `_lease` (step 1's stamp),
+`_observe_leased` (steps 2 and 3), `_look` (the provider call, no writes) and
 `_record` (the writes).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,7 +55,17 @@ from qtg.services.context import ServiceContext
 
 log = logging.getLogger("qtg.services.observe")
 
-SQL = sql_family("observe", "list_due", "claim_node", "claim_batch", "record_pending", "next_due")
+SQL = sql_family(
+    "observe",
+    "list_due",
+    "claim_node",
+    "claim_batch",
+    "record_pending",
+    "next_due",
+    "take_lease",
+    "relock_requests",
+    "check_leases",
+)
 
 N, R = NodeState, RequestState
 #: Observations of one pass that run at the same time (each holds a pooled connection).
@@ -68,8 +89,9 @@ async def observe_active_nodes(ctx: ServiceContext) -> int:
 
 
 async def observe_batch(ctx: ServiceContext) -> int:
-    """Claim up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one statement, observe
-    them side by side and commit every outcome in one transaction."""
+    """Claim and lease up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
+    statement and commit; observe them side by side with no lock held; write
+    every outcome whose lease still holds in one short transaction."""
     async with ctx.db.transaction() as tx:
         rows = await tx.fetch(
             SQL.claim_batch,
@@ -79,8 +101,9 @@ async def observe_batch(ctx: ServiceContext) -> int:
             },
         )
         snaps = await progress.snapshots_from_claim(tx, rows)
-        done = await _observe_claimed(ctx, tx, rows, snaps)
-    _committed(ctx, done)
+        lease = _lease(ctx, tx, rows, snaps)
+    # committed: the rows are unlocked, and leased to this pass
+    await _observe_leased(ctx, lease)
     return len(rows)
 
 
@@ -120,9 +143,51 @@ async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
         if row is None:
             return 0
         snaps = await progress.load_snapshots(tx, [row["request_id"]])
-        done = await _observe_claimed(ctx, tx, [row], snaps)
-    _committed(ctx, done)
+        lease = _lease(ctx, tx, [row], snaps)
+    await _observe_leased(ctx, lease)
     return 1
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """One claimed node: its claim row (node_state, in_state_seconds, db_now),
+    and its request's snapshot and its own row as read under the claim."""
+
+    row: dict[str, Any]
+    snap: progress.Snapshot
+    node: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The nodes one claim transaction leased, under one token."""
+
+    token: uuid.UUID
+    claimed: list[Claimed]
+    #: trio.current_time() at the claim.
+    claimed_at: float
+
+
+def _lease(
+    ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any]], snaps: dict[Any, progress.Snapshot]
+) -> Lease:
+    """Stamp the claimed rows with a new token and a next_observe_at past the
+    observation, sent with the claim's commit (the rows are held: no wait)."""
+    token = uuid.uuid4()
+    claimed = [
+        Claimed(row, snaps[row["request_id"]], snaps[row["request_id"]].node_by_id(row["id"]))
+        for row in rows
+    ]
+    if rows:
+        tx.defer(
+            SQL.take_lease,
+            {
+                "lease": token,
+                "lease_seconds": ctx.settings.node_observe_lease_seconds,
+                "node_ids": [row["id"] for row in rows],
+            },
+        )
+    return Lease(token, claimed, trio.current_time())
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,30 +208,27 @@ class Observed:
 TIMED_OUT = "TIMED_OUT"
 
 
-async def _observe_claimed(
-    ctx: ServiceContext,
-    tx: Tx,
-    rows: list[dict[str, Any]],
-    snaps: dict[Any, progress.Snapshot],
-) -> Done:
-    """Observe the claimed rows (locked by `tx`; `snaps` their requests) side by
-    side, then write every outcome in `tx`, in claim order. Nodes of one
-    request share its snapshot, so each outcome's rules see the ones written
-    before it."""
-    done = Done(claimed_at=trio.current_time())
-    if not rows:
-        return done
-    ready_before = {
-        n["id"] for snap in snaps.values() for n in snap.nodes if n["node_state"] == N.READY
-    }
-    claimed = [
-        (snaps[row["request_id"]], snaps[row["request_id"]].node_by_id(row["id"]), row["db_now"])
-        for row in rows
-    ]
+async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
+    """Observe the leased nodes side by side with no transaction open, then, in
+    one short transaction, write the outcomes of those whose lease still holds.
+    Nodes of one request share its snapshot, so each outcome's rules see the
+    ones written before it."""
+    done = Done(claimed_at=lease.claimed_at)
+    claimed = lease.claimed
+    if not claimed:
+        return
     found: list[Observed | None] = [None] * len(claimed)
+    limit = ctx.settings.node_observe_lease_seconds / 2
 
     async def look(i: int) -> None:
-        found[i] = await _look(ctx, *claimed[i])
+        c = claimed[i]
+        with trio.move_on_after(limit):
+            found[i] = await _look(ctx, c.snap, c.node, c.row["db_now"])
+            return
+        # cut off well inside the lease: nobody else observes the node meanwhile
+        found[i] = Observed(
+            ObserveStatus.PENDING, detail=f"observe took longer than {limit:g} s"
+        )
 
     if len(claimed) == 1:
         await look(0)
@@ -174,17 +236,54 @@ async def _observe_claimed(
         async with trio.open_nursery() as nursery:
             for i in range(len(claimed)):
                 nursery.start_soon(look, i)
-    for row, (snap, node, _), observed in zip(rows, claimed, found, strict=True):
-        assert observed is not None
-        await _record(tx, snap, node, observed)
-        if node["node_state"] != row["node_state"]:
-            done.left.append((row["node_state"], float(row["in_state_seconds"])))
-    done.released = any(
-        n["node_state"] == N.READY and n["id"] not in ready_before
-        for snap in snaps.values()
-        for n in snap.nodes
-    )
-    return done
+
+    request_ids = sorted({c.row["request_id"] for c in claimed})
+    async with ctx.db.transaction() as tx:
+        requests = await tx.fetch(SQL.relock_requests, {"request_ids": request_ids})
+        executing = {r["request_id"] for r in requests}
+        held = {
+            r["id"]
+            for r in await tx.fetch(
+                SQL.check_leases,
+                {
+                    "lease": lease.token,
+                    "node_ids": [c.node["id"] for c in claimed],
+                    "attempts": [c.node["attempt_no"] for c in claimed],
+                },
+            )
+        }
+        kept = [
+            (c, observed)
+            for c, observed in zip(claimed, found, strict=True)
+            if c.node["id"] in held and c.row["request_id"] in executing
+        ]
+        if len(kept) < len(claimed):
+            log.info(
+                "observations discarded: lease lost or node moved on",
+                extra={"discarded": len(claimed) - len(kept), "observed": len(claimed)},
+            )
+        if not kept:
+            return
+        needed = {c.row["request_id"] for c, _ in kept}
+        snaps = await progress.snapshots_from_claim(
+            tx, [r for r in requests if r["request_id"] in needed]
+        )
+        ready_before = {
+            n["id"] for snap in snaps.values() for n in snap.nodes if n["node_state"] == N.READY
+        }
+        for c, observed in kept:
+            assert observed is not None
+            snap = snaps[c.row["request_id"]]
+            node = snap.node_by_id(c.node["id"])
+            await _record(tx, snap, node, observed)
+            if node["node_state"] != c.row["node_state"]:
+                done.left.append((c.row["node_state"], float(c.row["in_state_seconds"])))
+        done.released = any(
+            n["node_state"] == N.READY and n["id"] not in ready_before
+            for snap in snaps.values()
+            for n in snap.nodes
+        )
+    _committed(ctx, done)
 
 
 async def _look(

@@ -1,9 +1,21 @@
 -- evm_nonce_reaper: open reservations untouched for the threshold, one runtime each.
-SELECT id, chain_id, address, nonce, state, tx_hash, request_node_id, attention_raised,
-       now() - updated_at > make_interval(secs => %(attention_seconds)s) AS past_attention
-FROM evm_nonce_reservations
-WHERE state IN ('reserved', 'broadcast')
-  AND updated_at < now() - make_interval(secs => %(stale_seconds)s)
-ORDER BY updated_at
+-- Only reservations of this runtime's network class (issue 25): the class of the
+-- movement whose node reserved the nonce (request_node_id is that node's id as
+-- text; the CASE keeps a value that is not a uuid from failing the cast). A
+-- reservation that names no node (qtg's executors always name one) belongs to
+-- no class and is reaped by whichever runtime gets to it: the verdict is the
+-- chain's alone, and nothing is written on a movement for it.
+SELECT res.id, res.chain_id, res.address, res.nonce, res.state, res.tx_hash,
+       res.request_node_id, res.attention_raised,
+       now() - res.updated_at > make_interval(secs => %(attention_seconds)s) AS past_attention
+FROM evm_nonce_reservations res
+LEFT JOIN movement_request_nodes n
+       ON n.id = CASE WHEN res.request_node_id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                      THEN res.request_node_id::uuid END
+LEFT JOIN movement_requests r ON r.id = n.request_id
+WHERE res.state IN ('reserved', 'broadcast')
+  AND res.updated_at < now() - make_interval(secs => %(stale_seconds)s)
+  AND coalesce(r.network_class, %(network_class)s) = %(network_class)s
+ORDER BY res.updated_at
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED
+FOR UPDATE OF res SKIP LOCKED

@@ -86,12 +86,18 @@ def launch(procs: list, dsn: str, anvil, local: Local, **env: str) -> RuntimePro
 # ---- planted send intents (the reaper tests)
 
 
-async def nodes(db: Database, local, count: int) -> list[str]:
-    """`count` movements over the lane (not approved: no worker touches them); their send nodes."""
-    settings = Settings.from_env({})
-    await create_template(db, actor="alice", template_key="ccip.r", name="r", graph=graph(local))
+async def nodes(
+    db: Database, local, count: int, network_class: str = "default", first: int = 0
+) -> list[str]:
+    """`count` movements over the lane (not approved: no worker touches them) in
+    `network_class`; their send nodes. `first` > 0 adds to a template made before."""
+    settings = Settings.from_env({}).replace(network_class=network_class)
+    if not first:
+        await create_template(
+            db, actor="alice", template_key="ccip.r", name="r", graph=graph(local)
+        )
     out = []
-    for i in range(count):
+    for i in range(first, first + count):
         created, _ = await create_movement(
             db,
             settings,

@@ -162,3 +162,40 @@ async def test_a_chain_that_does_not_answer_strands_the_intent(anvil, dsn, db) -
         ("stranded", "the chain did not answer: RpcUnavailable")
     ]
     assert query(dsn, EVENTS) == [(node, "ccip send intent stranded")]
+
+
+async def test_the_reaper_strands_only_its_own_classs_intents(anvil, dsn, db) -> None:
+    """Issue 25: a `default` reaper leaves a `testnet` intent (and its page) to
+    testnet's runtimes. On main it stranded it and raised a critical page."""
+    local = set_up(anvil)
+    settings = settings_for(dsn, anvil, local)
+    [mine] = await nodes(db, local, 1)
+    [theirs] = await nodes(db, local, 1, network_class="testnet", first=1)
+    for node in (mine, theirs):
+        nonce = anvil.nonce(ADDRESSES[1])  # nobody uses it: the chain cannot tell
+        await intent(db, local, node, tx_hash=never_broadcast(), nonce=nonce, sender=ADDRESSES[1])
+    for cls, node in (("default", mine), ("testnet", theirs)):
+        ctx_settings = settings.replace(network_class=cls)
+        ctx = ServiceContext(
+            db=db, settings=ctx_settings, providers=build_registry(ctx_settings, db)
+        )
+        try:
+            assert await intents.reap_stranded_intents(ctx) == 1
+        finally:
+            await ctx.providers.aclose()
+        # the other class's intent is untouched until its own reaper runs
+        assert query(dsn, EVENTS)[-1] == (node, "ccip send intent stranded")
+        if cls == "default":
+            states = query(
+                dsn,
+                "SELECT request_node_id::text, state FROM ccip_send_intents ORDER BY id",
+            )
+            assert states == [(mine, "stranded"), (theirs, "pending")]
+            # every page (ccip_stranded, request_attention) is about default's movement
+            assert query(
+                dsn,
+                "SELECT DISTINCT n.id::text FROM notifications p"
+                " JOIN movement_request_nodes n ON n.request_id = p.request_id"
+                " AND n.node_key = 'send'",
+            ) == [(mine,)]
+    assert len(query(dsn, EVENTS)) == 2

@@ -278,9 +278,11 @@ async def test_every_worker_claims_only_its_own_network_class(
 
     plain = await movement(test, "plain", callback_url="http://127.0.0.1:9/cb")
     assert await dispatch_ready_nodes(main) == 0
+    assert await dispatch_ready_nodes(with_settings(main, node_dispatch_batch_size=1)) == 0
     assert await dispatch_ready_nodes(test) == 1
     assert await next_observe_due(main) is None
     assert await observe_active_nodes(main) == 0
+    assert await observe_active_nodes(with_settings(main, node_observe_batch_claim=False)) == 0
     assert await dispatch_pending_callbacks(main) == 0  # testnet's callback rows stay
     assert await observe_active_nodes(test) == 1
     assert (await get_movement(svc.db, plain["id"]))["request_state"] == "COMPLETED"

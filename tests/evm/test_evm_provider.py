@@ -20,6 +20,8 @@ from qtg.runtime.registry import resolve_workers
 from qtg.services import evm_nonces
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import build_sign_request
+from qtg.services.movements import create_movement
+from qtg.services.templates import create_template
 
 
 def settings_for(anvil, dsn: str, **more) -> Settings:
@@ -205,6 +207,50 @@ async def test_reaper_releases_unbroadcast_and_consumes_used_nonces(anvil, dsn, 
         assert await evm_nonces.reap_stale_nonces(ctx) == 2
         rows = query(dsn, "SELECT nonce, state FROM evm_nonce_reservations ORDER BY nonce")
         assert rows == [(used, "consumed"), (used + 1, "released")]
+    finally:
+        await registry.aclose()
+
+
+async def test_the_reaper_settles_only_its_own_classs_reservations(anvil, dsn, db) -> None:
+    """Issue 25: a reservation belongs to the class of the movement whose node
+    took it; a `default` reaper leaves a `testnet` one to testnet's runtimes (on
+    main it settled both)."""
+    settings = settings_for(anvil, dsn, MG_EVM_NONCE_RESERVATION_STALE_SECONDS="0.001")
+    registry = build_registry(settings, db)
+    await create_template(
+        db, actor="alice", template_key="t", name="t",
+        graph={"nodes": [{"key": "send", "kind": "action", "action_type": "evm_transfer"}]},
+    )  # fmt: skip
+    node_ids = {}
+    for cls in ("default", "testnet"):
+        created, _ = await create_movement(
+            db, settings.replace(network_class=cls), template_key="t",
+            intent={"asset": "ETH", "amount": "1", "destination": ADDRESSES[1]},
+            idempotency_key=f"nonce-{cls}", actor="alice",
+        )  # fmt: skip
+        node_ids[cls] = str(created["nodes"][0]["id"])
+    try:
+        args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0]}
+        floor = anvil.nonce(ADDRESSES[0])
+        for cls in ("default", "testnet"):  # never broadcast: each is released when reaped
+            await evm_nonces.reserve(
+                db, request_node_id=node_ids[cls], attempt_no=1, chain_floor=floor, **args
+            )
+        query(dsn, "SELECT pg_sleep(0.01)")  # updated_at strictly older than the 1 ms threshold
+        reservations = (
+            "SELECT request_node_id, state FROM evm_nonce_reservations ORDER BY nonce"
+        )
+        ctx = ServiceContext(db=db, settings=settings, providers=registry)
+        assert await evm_nonces.reap_stale_nonces(ctx) == 1
+        assert query(dsn, reservations) == [
+            (node_ids["default"], "released"),
+            (node_ids["testnet"], "reserved"),
+        ]
+        testnet = ServiceContext(
+            db=db, settings=settings.replace(network_class="testnet"), providers=registry
+        )
+        assert await evm_nonces.reap_stale_nonces(testnet) == 1
+        assert query(dsn, reservations)[1] == (node_ids["testnet"], "released")
     finally:
         await registry.aclose()
 

@@ -48,6 +48,18 @@ Q = {
             " WHERE id = %(id)s"
         ),
         "notifications": "SELECT * FROM notifications ORDER BY id",
+        "insert_orphan_in": (
+            "INSERT INTO capital_transfer_requests (network_class, asset, amount, source,"
+            " destination, template_key, idempotency_key, request_fingerprint, created_by,"
+            " created_at)"
+            " VALUES (%(network_class)s, 'USDC', '5.00', 'binance', '0xabc', %(template_key)s,"
+            " 'orphan-' || %(network_class)s, 'fp', 'alice', now() - interval '1 hour')"
+            " RETURNING id"
+        ),
+        "out_of_step": (
+            "UPDATE capital_transfer_requests SET status = 'needs_attention' WHERE id = %(id)s"
+        ),
+        "movement_class": "SELECT network_class FROM movement_requests WHERE id = %(id)s",
     }.items()
 }
 
@@ -176,3 +188,45 @@ async def test_a_transfer_whose_movement_cannot_be_created_needs_attention(
     [n] = await svc.db.fetch(Q["notifications"])
     assert n["kind"] == "capital_transfer_attention"
     assert await follow_up_pending_capital_transfers(svc) == 0
+
+
+async def test_followup_claims_only_its_class_and_creates_in_the_transfers_class(
+    svc: ServiceContext,
+) -> None:
+    """Issue 25: a `mainnet` transfer is followed up by `mainnet` runtimes only,
+    in each of the pass's three claims (advance, reconcile, stale page), and its
+    movement is a `mainnet` movement. On main a `default` runtime advanced it
+    and created a `default` movement."""
+    await template(svc, "treasury.cex_to_chain", ONE_ACTION, [])
+    [orphan] = await svc.db.fetch(
+        Q["insert_orphan_in"],
+        {"template_key": "treasury.cex_to_chain", "network_class": "mainnet"},
+    )
+    quiet = svc.settings.replace(capital_transfer_stale_seconds=86_400.0)
+    default = ServiceContext(svc.db, quiet, svc.providers)
+    mainnet = ServiceContext(svc.db, quiet.replace(network_class="mainnet"), svc.providers)
+
+    assert await follow_up_pending_capital_transfers(default) == 0
+    transfer = await get_capital_transfer(svc.db, orphan["id"])
+    assert (transfer["status"], transfer["request_id"]) == ("pending", None)
+    assert await follow_up_pending_capital_transfers(mainnet) == 1
+    transfer = await get_capital_transfer(svc.db, orphan["id"])
+    assert transfer["status"] == "movement_created"
+    assert await svc.db.fetchval(Q["movement_class"], {"id": transfer["request_id"]}) == "mainnet"
+
+    await svc.db.execute(Q["out_of_step"], {"id": orphan["id"]})
+    assert await follow_up_pending_capital_transfers(default) == 0
+    assert (await get_capital_transfer(svc.db, orphan["id"]))["status"] == "needs_attention"
+    assert await follow_up_pending_capital_transfers(mainnet) == 1  # reconciled
+    assert (await get_capital_transfer(svc.db, orphan["id"]))["status"] == "movement_created"
+
+    paging = svc.settings.replace(capital_transfer_stale_seconds=60.0)  # it is an hour old
+    assert await follow_up_pending_capital_transfers(
+        ServiceContext(svc.db, paging, svc.providers)
+    ) == 0
+    assert await svc.db.fetch(Q["notifications"]) == []
+    assert await follow_up_pending_capital_transfers(
+        ServiceContext(svc.db, paging.replace(network_class="mainnet"), svc.providers)
+    ) == 1
+    [page] = await svc.db.fetch(Q["notifications"])
+    assert page["kind"] == "capital_transfer_stale"
