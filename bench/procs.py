@@ -42,6 +42,8 @@ def runtime_env(dsn: str, *, reactive: bool, **overrides: str) -> dict[str, str]
             # Keyed, as production should run (README, audit anchoring): the
             # HMAC is part of the cost measured, and no "UNKEYED" warning per run.
             "MG_AUDIT_HMAC_KEY": "bench-only-audit-key-0123456789abcdef",
+            # required with an external database: every runtime signs with one key
+            "MG_CALLBACK_SIGNING_SECRET": "bench-only-callback-secret-0123456789",
         }
     )
     env.update(overrides)

@@ -460,6 +460,24 @@ class Settings:
         except ValueError as exc:
             raise ConfigError(f"MG_CALLBACK_ALLOWED_HOSTS: {exc}") from None
 
+    def callback_secret_problem(self) -> str | None:
+        """Why this process may not start without MG_CALLBACK_SIGNING_SECRET, or None.
+
+        With an external database (MG_DATABASE_URL) several runtimes on
+        several hosts serve one set of movements, and any of them may send a
+        callback: a secret generated per host (the embedded default, in
+        MG_EMBEDDED_DATA_DIR) would sign with a different key on each, and a
+        receiver would reject some of them. Only a process that runs workers
+        sends callbacks (and signed notification webhooks); an API-only one
+        does not need it.
+        """
+        if self.database_url and self.workers_enabled and not self.callback_signing_secret:
+            return (
+                "MG_CALLBACK_SIGNING_SECRET is required with an external database "
+                "(MG_DATABASE_URL): every runtime must sign callbacks with the same key"
+            )
+        return None
+
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 

@@ -319,6 +319,10 @@ def main(
     configure_logging(settings.log_level, settings.log_format, secrets=_secrets(settings))
     if args.api_only:
         settings = settings.replace(workers_enabled=False)  # the API alone: no worker runs
+    problem = settings.callback_secret_problem()
+    if problem is not None:  # before anything starts: one line, non-zero
+        print(f"qtg-runtime: {problem}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
     try:
         return trio.run(
             functools.partial(

@@ -339,9 +339,14 @@ def load_callback_secret(settings: Settings) -> bytes:
 
     The key is the secret text's UTF-8 bytes (what a receiver configures).
     It is read on every pass, so replacing the file rotates it without a restart.
+    Generated only for the embedded database: with an external one, runtimes
+    on other hosts would each generate their own (issue 25 item 8).
     """
     if settings.callback_signing_secret:
         return settings.callback_signing_secret.encode("utf-8")
+    problem = settings.replace(workers_enabled=True).callback_secret_problem()
+    if problem is not None:
+        raise ConfigError(problem)
     path = Path(settings.embedded_data_dir) / SECRET_FILE_NAME
     try:
         text = path.read_text(encoding="utf-8").strip()

@@ -31,6 +31,8 @@ def base_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
     env.update({"MG_LOG_FORMAT": "json", "MG_DB_POOL_MIN_SIZE": "1", "MG_DB_POOL_MAX_SIZE": "4"})
     env["MG_API_PORT"] = "0"  # the runtime serves the API: an ephemeral port, so runs never clash
+    # required with an external database (issue 25 item 8); one key for every runtime of a test
+    env["MG_CALLBACK_SIGNING_SECRET"] = "test-callback-signing-secret"
     env.update(overrides)
     return env
 
