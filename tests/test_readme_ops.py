@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from qtg.config import Settings
@@ -32,3 +33,73 @@ def test_connection_limits_and_root_behaviour_are_documented() -> None:
     ):
         assert f"`{env}`" in README, env
     assert "/usr/sbin/nologin" in README and "changes **no** folder's permissions" in README
+
+
+# ---------------------------------------------------------------- issue 25 item 9
+
+
+def _section(title: str) -> str:
+    return README.split(f"### {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _default_text(value: object) -> str:
+    """A Settings default as the README's configuration table writes it."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value) if value != "" else "empty"
+
+
+def test_configuration_table_defaults_are_the_settings_defaults() -> None:
+    """Every row of the table that names one variable and one default says the
+    default qtg/config.py really has."""
+    defaults = Settings()
+    fields = {f.metadata["env"]: f for f in dataclasses.fields(Settings)}
+    table = README.split("## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    checked = 0
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`MG_") or "," in cells[0]:
+            continue
+        env = cells[0].strip("`")
+        if env not in fields:
+            continue
+        shown = cells[1].strip("`")
+        assert shown == _default_text(getattr(defaults, fields[env].name)), (env, shown)
+        checked += 1
+    assert checked >= 20
+
+
+def test_readme_says_what_the_default_dispatcher_and_observer_do() -> None:
+    from qtg.domain.faults import CLAIM_TRIES_PER_PASS, CLAIM_TRIES_PER_TRANSACTION
+    from qtg.services import observe
+
+    defaults = Settings()
+    text = " ".join(_section("The default dispatcher and observer").split())
+    batch = defaults.node_dispatch_batch_size
+    assert batch > 1  # the default batches: the README must not call it serial
+    assert f"`MG_NODE_DISPATCH_BATCH_SIZE={batch}`" in text
+    assert f"`MG_NODE_DISPATCH_CONCURRENCY={defaults.node_dispatch_concurrency}`" in text
+    assert f"one pass claims up to {batch} READY non-manual nodes" in text
+    assert f"one claim and one synchronous commit per {batch} nodes" in text
+    assert "keeps the first node per request" in text
+    assert "`MG_NODE_DISPATCH_BATCH_SIZE=1` is the reference's serial dispatcher" in text
+    assert (
+        f"{CLAIM_TRIES_PER_TRANSACTION} claims per transaction, {CLAIM_TRIES_PER_PASS} per pass"
+        in text
+    )
+    claim = "true" if defaults.node_observe_batch_claim else "false"
+    assert f"with `MG_NODE_OBSERVE_BATCH_CLAIM={claim}` one pass is ONE transaction" in text
+    assert f"`MG_NODE_OBSERVE_BATCH_SIZE` ({defaults.node_observe_batch_size})" in text
+    assert "side by side (the whole batch's provider calls at once)" in text
+    assert f"in its own transaction ({observe.CONCURRENCY} of them at a time)" in text
+    # "the reference's serial dispatcher" is said of batch size 1 only, never of the default
+    flat = " ".join(README.split())
+    said = [m.start() for m in re.finditer("reference's serial", flat)]
+    assert said
+    for at in said:
+        before = flat[max(0, at - 60) : at]
+        assert "BATCH_SIZE=1`" in before or "`1` is the" in before, before

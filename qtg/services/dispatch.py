@@ -117,8 +117,10 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
     dispatches side by side, each its own claim and transactions — as n
     runtime processes would, so one that fails does not cancel the others'
     submits (the first failure is raised once all have finished). The
-    default, 1, is the reference's serial dispatcher. Returns how many nodes
-    were dispatched.
+    default is 1 unit of MG_NODE_DISPATCH_BATCH_SIZE (16) nodes; the
+    reference's serial dispatcher is concurrency 1 with batch size 1 (README,
+    "The default dispatcher and observer"). Returns how many nodes were
+    dispatched.
     """
     concurrency = ctx.settings.node_dispatch_concurrency
     unit = dispatch_one_node if ctx.settings.node_dispatch_batch_size == 1 else dispatch_batch
