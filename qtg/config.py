@@ -125,6 +125,14 @@ class Settings:
     node_recovery_submitting_grace_seconds: float = interval(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS", 120.0
     )
+    # Issue 25 item 1: a node recovery has not decided for this long (UNKNOWN, or
+    # SUBMITTING this long past its grace) moves its movement to MANUAL_INTERVENTION
+    # (request_attention: a critical notification and a callback), once per attempt.
+    node_unknown_attention_seconds: float = interval("MG_NODE_UNKNOWN_ATTENTION_SECONDS", 900.0)
+    # Issue 25 item 2: node_recovery's sweep settles an EXECUTING request whose
+    # nodes already decide its state (its worker's settle was lost) once its nodes
+    # have not changed for this long (its own worker settles it before that).
+    node_settle_grace_seconds: float = interval("MG_NODE_SETTLE_GRACE_SECONDS", 10.0)
 
     # ---- sidecars (reference §4-9)
     callback_dispatch_interval_seconds: float = interval(

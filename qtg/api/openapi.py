@@ -21,6 +21,7 @@ REF = "#/components/schemas/{model}"
 _STATUS_TEXT = {
     200: "OK",
     201: "Created",
+    202: "Accepted: recorded, waiting for a second principal to confirm",
     400: "Malformed request (bad JSON, missing or invalid header)",
     401: "Missing, unknown or revoked bearer token",
     403: "The token's role is not enough, or four-eyes refused it",

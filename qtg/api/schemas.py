@@ -372,6 +372,44 @@ class ManualCompletion(Body):
     artifacts: JsonObject = Field(default_factory=dict)
 
 
+class NodeResolve(Body):
+    """An operator's settlement of an UNKNOWN (or stranded SUBMITTING) node."""
+
+    outcome: Literal["COMPLETED", "FAILED"] = Field(
+        description="what really happened: COMPLETED (it moved) or FAILED (provably no money moved)"
+    )
+    evidence: Annotated[str, StringConstraints(min_length=1, max_length=2000)] = Field(
+        description="what shows it: a transaction hash, a venue statement, a ticket"
+    )
+    provider_refs: JsonObject = Field(
+        default_factory=dict,
+        description="references recorded on the node (e.g. tx_hash); a confirmation that "
+        "names any must name the proposal's",
+    )
+
+
+class NodeResolution(Out):
+    id: int
+    request_id: uuid.UUID
+    node_key: str
+    attempt_no: int
+    node_state: NodeState = Field(description="the node's state when it was proposed")
+    outcome: Literal["COMPLETED", "FAILED"]
+    evidence: str
+    provider_refs: JsonObject
+    status: Literal["proposed", "confirmed", "superseded"]
+    proposed_by: str
+    proposed_at: datetime
+    confirmed_by: str | None
+    confirm_evidence: str | None
+    decided_at: datetime | None
+
+
+class NodeResolutionResult(Out):
+    resolution: NodeResolution
+    movement: Movement
+
+
 class MovementNode(Out):
     id: uuid.UUID
     node_key: str

@@ -127,6 +127,12 @@ async def _movement(tx: Tx, request_id: uuid.UUID) -> dict[str, Any]:
     return row
 
 
+async def read_movement(tx: Tx, request_id: uuid.UUID) -> dict[str, Any]:
+    """The movement with its nodes and edges as `tx` sees it (for the operations
+    of other modules, e.g. qtg.services.node_attention)."""
+    return await _movement(tx, request_id)
+
+
 async def get_movement(db: Database, request_id: object) -> dict[str, Any]:
     rid = _request_uuid(request_id)
     async with db.transaction() as tx:

@@ -16,6 +16,10 @@ idempotency key up at the provider:
 - it still cannot tell (or recover raised, or the executor is gone) → the
   node is paced: next_recover_at moves back (faults.recovery_retry_delay) and
   the pass does NOT count it, so the drain rule does not go round at once.
+
+After the arms, each pass runs qtg.services.node_attention's sweeps (issue
+25): a request left EXECUTING with nothing in flight is settled, and a node
+undecided for MG_NODE_UNKNOWN_ATTENTION_SECONDS pages (MANUAL_INTERVENTION).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from qtg.domain.faults import may_attempt_again, recovery_retry_delay, submittin
 from qtg.domain.observe_policy import RECOVERY_LANES, recovery_arm_size
 from qtg.domain.states import NodeState
 from qtg.providers.base import RecoverOutcome
-from qtg.services import progress
+from qtg.services import node_attention, progress
 from qtg.services.batch import run_each
 from qtg.services.context import ServiceContext
 
@@ -89,7 +93,9 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
             total += await run_each(
                 lambda row, g=grace: _recover_one(ctx, row["id"], g), candidates, CONCURRENCY
             )
-    return total
+    # Then what recovery alone cannot end (issue 25): requests whose settle was
+    # lost, and nodes undecided for too long, put in front of a person.
+    return total + await node_attention.sweep(ctx)
 
 
 async def next_recovery_due(ctx: ServiceContext) -> datetime | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from qtg.api import schemas as s
 from qtg.api.routing import Call, Endpoint, Header, Reply, decode_cursor, encode_cursor
-from qtg.services import movements
+from qtg.services import movements, node_attention
 from qtg.services.tokens import Role
 
 IDEMPOTENCY_KEY = Header(
@@ -83,6 +83,21 @@ async def complete_manual_node(call: Call) -> Any:
         actor=call.actor,
         artifacts=call.body.artifacts,
     )
+
+
+async def resolve_node(call: Call) -> Any:
+    body: s.NodeResolve = call.body
+    result, confirmed = await node_attention.resolve_node(
+        call.ctx.db,
+        call.ctx.settings,
+        call.path.request_id,
+        call.path.node_key,
+        actor=call.actor,
+        outcome=body.outcome,
+        evidence=body.evidence,
+        provider_refs=body.provider_refs,
+    )
+    return Reply(result, 200 if confirmed else 202)
 
 
 _DECISION = {
@@ -187,5 +202,28 @@ ENDPOINTS = [
         s.Movement,
         **{**_DECISION, "path_model": s.NodePath},
         body_model=s.ManualCompletion,
+    ),
+    Endpoint(
+        "POST",
+        "/v3/movements/{request_id}/nodes/{node_key}/resolve",
+        resolve_node,
+        "Settle an undecided (UNKNOWN) node by hand, four-eyes: one operator proposes, "
+        "another confirms",
+        "movements",
+        s.NodeResolutionResult,
+        role=Role.operator,
+        path_model=s.NodePath,
+        status=200,
+        also=(202,),
+        errors=(403, 404, 409, 422),
+        body_model=s.NodeResolve,
+        description="The first call records a proposal (202, nothing moves). A different "
+        "operator sending the same outcome confirms it (200): COMPLETED completes the node and "
+        "releases its successors, FAILED fails it (no money moved), and the movement's state "
+        "is derived again (from MANUAL_INTERVENTION through EXECUTING). 403 FOUR_EYES: the "
+        "proposer cannot confirm. 409 RESOLUTION_MISMATCH: another outcome than proposed; "
+        "ILLEGAL_NODE_STATE: the node is not UNKNOWN (nor SUBMITTING past its grace); "
+        "NODE_BUSY: a worker holds the node right now; ILLEGAL_STATE: the movement is not "
+        "EXECUTING or MANUAL_INTERVENTION.",
     ),
 ]
