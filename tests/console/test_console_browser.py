@@ -284,3 +284,64 @@ def test_a_failed_node_is_retried_by_a_second_operator(chromium, runtime: Runtim
     expect(send).to_have_attribute("data-state", "FAILED")
     expect(send.locator("text.attempts")).to_have_text("\u00d72")  # the attempts badge
     screenshot(alice, "movement-failed-node")
+
+
+def test_an_unknown_node_is_resolved_by_two_operators(chromium, runtime: Runtime) -> None:
+    """Issue 25 item 1: the node panel's Resolve control. Alice proposes, her own
+    confirmation is refused (four-eyes), bob confirms; the DAG goes on live."""
+    graph = {
+        "nodes": [
+            {
+                "key": "send",
+                "kind": "action",
+                "action_type": "cctp_burn",
+                "config": {"sandbox": {"fail": "submit_crash_after", "recover": "undecided"}},
+            },
+            {"key": "after", "kind": "observe", "action_type": "cctp_attestation"},
+        ],
+        "edges": [["send", "after"]],
+    }
+    with runtime.client("admin") as admin:
+        r = admin.post(
+            "/v3/templates", json={"template_key": "t.undecided", "name": "undecided", "graph": graph}
+        )
+        assert r.status_code == 201, r.text
+    rid = create_movement(runtime, "alice", "t.undecided")
+    with runtime.client("bob") as bob_api:
+        assert bob_api.post(f"/v3/movements/{rid}/approve").status_code == 200
+
+    alice = sign_in(chromium, runtime, "alice")
+    alice.goto(f"{runtime.url}/console/#/movements/{rid}?node=send")
+    send = alice.locator('#graph g.node[data-key="send"]')
+    expect(send).to_have_attribute("data-state", "UNKNOWN")
+    alice.select_option("#resolve-outcome", "COMPLETED")
+    alice.fill("#resolve-evidence", "burn tx 0xabc is in block 12")
+    alice.fill("#resolve-refs", '{"tx_hash": "0xabc"}')
+    alice.click("#act-resolve")
+    expect(alice.locator("#action-ok")).to_have_attribute("data-resolution", "proposed")
+    expect(send).to_have_attribute("data-state", "UNKNOWN")  # nothing moved yet
+    alice.fill("#resolve-evidence", "me again")
+    alice.click("#act-resolve")
+    expect(alice.locator("#action-result .error")).to_have_attribute("data-code", "FOUR_EYES")
+
+    bob = sign_in(chromium, runtime, "bob")
+    bob.goto(f"{runtime.url}/console/#/movements/{rid}?node=send")
+    bob.select_option("#resolve-outcome", "FAILED")
+    bob.fill("#resolve-evidence", "I think it failed")
+    bob.click("#act-resolve")
+    expect(bob.locator("#action-result .error")).to_have_attribute(
+        "data-code", "RESOLUTION_MISMATCH"
+    )
+    bob.select_option("#resolve-outcome", "COMPLETED")
+    bob.fill("#resolve-evidence", "checked the explorer: block 12")
+    bob.click("#act-resolve")
+    expect(bob.locator("#action-ok")).to_have_attribute("data-resolution", "confirmed")
+    # alice's page, never reloaded, follows the DAG to the end
+    expect(send).to_have_attribute("data-state", "COMPLETED")
+    expect(alice.locator('#graph g.node[data-key="after"]')).to_have_attribute(
+        "data-state", "COMPLETED"
+    )
+    expect(alice.locator("h1")).to_have_attribute("data-state", "COMPLETED")
+    expect(alice.locator("#node-detail")).to_contain_text("0xabc")
+    screenshot(bob, "movement-resolved-node")
+    assert not alice.errors and not bob.errors, (alice.errors, bob.errors)  # type: ignore[attr-defined]

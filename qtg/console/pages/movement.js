@@ -76,10 +76,37 @@ export default {
       }
     };
 
+    // A resolution answers 202 (proposed: nothing moved yet) or 200 (confirmed
+    // by a second operator: applied), with the movement as it now is.
+    const resolve = async (key, path, body) => {
+      mount(outcome, h("p.muted", `resolve ${key}…`));
+      const r = await api("POST", path, { body });
+      if (!r.ok) {
+        mount(outcome, errorBox(r));
+        return;
+      }
+      movement = r.body.movement;
+      const res = r.body.resolution;
+      mount(outcome, h("p.ok#action-ok", { dataset: { resolution: res.status } },
+        res.status === "proposed"
+          ? `resolve ${key}: ${res.outcome} proposed by ${res.proposed_by}; a second operator must confirm it`
+          : `resolve ${key}: ${res.outcome} confirmed by ${res.confirmed_by} (proposed by ${res.proposed_by}), movement is ${movement.request_state}`));
+      paint();
+    };
+
     // Inputs live across repaints (live events repaint often): what a person
     // is typing is never thrown away by an update.
     const reason = h("input#reason", { name: "reason", placeholder: "reason (reject / cancel)" });
     const artifacts = h("textarea#artifacts", { rows: 3, placeholder: '{"note": "checked by hand"}' });
+    // The Resolve control (issue 25): an UNKNOWN node settled by hand, four-eyes.
+    const resolveOutcome = h("select#resolve-outcome", { name: "outcome" },
+      h("option", { value: "COMPLETED" }, "COMPLETED (it happened)"),
+      h("option", { value: "FAILED" }, "FAILED (no money moved)"));
+    const resolveEvidence = h("input#resolve-evidence", {
+      name: "evidence", placeholder: "evidence: tx hash, venue statement, ticket",
+    });
+    const resolveRefs = h("textarea#resolve-refs", { rows: 2, placeholder: '{"tx_hash": "0x…"} (optional)' });
+    let resolveFor = null;
     let artifactsFor = null;
     let shownDecisions = null;
     let shownDetail = null;
@@ -166,6 +193,32 @@ export default {
       const nodeActions = [];
       if (canAct && node.node_state === "FAILED") {
         nodeActions.push(h("button#act-retry.primary", { type: "button", onclick: () => decide(`retry ${node.node_key}`, `${base}/retry`) }, "retry node"));
+      }
+      if (canAct && (node.node_state === "UNKNOWN" || node.node_state === "SUBMITTING")) {
+        if (resolveFor !== node.node_key) {
+          resolveEvidence.value = "";
+          resolveRefs.value = "";
+          resolveFor = node.node_key;
+        }
+        nodeActions.push(h("div#resolve.resolve",
+          h("h3", "Resolve by hand"),
+          h("p.muted", "What really happened to this attempt? One operator proposes, a second confirms the same outcome; then the movement goes on from it."),
+          resolveOutcome, resolveEvidence, resolveRefs,
+          h("button#act-resolve.primary", {
+            type: "button",
+            onclick: () => {
+              let refs = {};
+              try {
+                refs = resolveRefs.value.trim() ? JSON.parse(resolveRefs.value) : {};
+              } catch (e) {
+                mount(outcome, h("div.error", { role: "alert" }, `provider refs: not JSON (${e.message})`));
+                return;
+              }
+              resolve(node.node_key, `${base}/resolve`, {
+                outcome: resolveOutcome.value, evidence: resolveEvidence.value, provider_refs: refs,
+              });
+            },
+          }, "resolve node")));
       }
       if (canAct && node.node_kind === "manual" && node.node_state === "READY") {
         if (artifactsFor !== node.node_key) {
