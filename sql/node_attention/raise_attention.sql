@@ -10,6 +10,7 @@
 -- taken by a later pass. The node row is never locked (a hung submit holds it);
 -- the marker's INSERT needs only the foreign key's KEY SHARE on it.
 -- Only EXECUTING requests of this network class: the others are not running.
+-- Not while another node of the request is in flight (derive.py's guard).
 WITH due AS (
     SELECT n.id AS node_id, n.attempt_no, n.request_id, n.node_key, n.node_state,
            extract(epoch FROM now() - coalesce(n.state_entered_at, n.updated_at))
@@ -25,6 +26,15 @@ WITH due AS (
       AND r.network_class = %(network_class)s
       AND NOT EXISTS (SELECT 1 FROM movement_node_attention a
                       WHERE a.node_id = n.id AND a.attempt_no = n.attempt_no)
+      -- money in flight on another branch is never abandoned (the observer and
+      -- recovery work only on EXECUTING requests): wait until it settles
+      AND NOT EXISTS (
+          SELECT 1 FROM movement_request_nodes o
+          WHERE o.request_id = n.request_id AND o.id <> n.id
+            AND (o.node_state IN ('SUBMITTED', 'OBSERVING')
+                 OR (o.node_state = 'SUBMITTING'
+                     AND coalesce(o.state_entered_at, o.updated_at) >= now() - make_interval(
+                             secs => %(grace_seconds)s + %(attention_seconds)s))))
     ORDER BY coalesce(n.state_entered_at, n.updated_at)
     LIMIT %(limit)s
     FOR NO KEY UPDATE OF r SKIP LOCKED

@@ -303,7 +303,8 @@ def test_an_unknown_node_is_resolved_by_two_operators(chromium, runtime: Runtime
     }
     with runtime.client("admin") as admin:
         r = admin.post(
-            "/v3/templates", json={"template_key": "t.undecided", "name": "undecided", "graph": graph}
+            "/v3/templates",
+            json={"template_key": "t.undecided", "name": "undecided", "graph": graph},
         )
         assert r.status_code == 201, r.text
     rid = create_movement(runtime, "alice", "t.undecided")

@@ -21,6 +21,7 @@ from qtg.db import Database, Query
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.movements import resume_movement
+from qtg.services.observe import observe_active_nodes
 from qtg.services.recover import recover_unknown_nodes
 
 from .helpers import Q, eventually, movement, node, template, write_ahead_only
@@ -63,11 +64,14 @@ async def _node(svc: ServiceContext, rid: Any, key: str = "x") -> dict[str, Any]
     return row
 
 
+UNDECIDED = {"fail": "submit_crash_after", "recover": "undecided"}
+
+
 async def _undecided_movement(svc: ServiceContext) -> dict[str, Any]:
     """A movement whose only node is UNKNOWN and whose recover() never decides."""
     await template(
         svc, "undecided",
-        [node("x", "evm_transfer", sandbox={"fail": "submit_crash_after", "recover": "undecided"})],
+        [node("x", "evm_transfer", sandbox=UNDECIDED)],
         [],
     )  # fmt: skip
     m = await movement(svc, "undecided", callback_url="http://127.0.0.1:9/cb")
@@ -125,20 +129,45 @@ async def test_a_hung_submit_pages_without_waiting_for_its_node(svc: ServiceCont
     assert (await _node(svc, m["id"]))["node_state"] == "SUBMITTING"  # nothing guessed
 
 
+class _Gated:
+    """The sandbox provider with every submit held until `gate` is set (then the
+    sandbox answers as it would): a test decides when the submit returns."""
+
+    def __init__(self, inner: Any, gate: trio.Event) -> None:
+        self._inner, self._gate = inner, gate
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def executor_for(self, *args: Any) -> Any:
+        return _GatedExecutor(self._inner.executor_for(*args), self._gate)
+
+
+class _GatedExecutor:
+    def __init__(self, inner: Any, gate: trio.Event) -> None:
+        self._inner, self._gate = inner, gate
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def submit(self, *args: Any) -> Any:
+        await self._gate.wait()
+        return await self._inner.submit(*args)
+
+
 async def test_a_lost_settle_is_settled_by_the_sweep(svc: ServiceContext, dsn: str) -> None:
-    """Fail the dispatcher's settle on purpose: once the submit's FAILED outcome
-    is committed, another connection holds the request and the dispatcher's
-    statements time out. The request is left EXECUTING with its only node
-    FAILED; node_recovery's sweep settles it (FAILED, paged)."""
+    """Fail the dispatcher's settle on purpose: while the submit is in flight,
+    another connection takes the request; the submit is refused (FAILED,
+    committed on the node row), and the dispatcher's settle times out behind
+    the held request. The request is left EXECUTING with its only node FAILED;
+    node_recovery's sweep settles it (FAILED, paged)."""
     await template(
-        svc, "rejected",
-        [node("x", "evm_transfer", sandbox={"fail": "submit_rejected", "latency_ms": 1500})], [],
-    )  # fmt: skip
+        svc, "rejected", [node("x", "evm_transfer", sandbox={"fail": "submit_rejected"})], []
+    )
     m = await movement(svc, "rejected")
     rid = m["id"]
     failure: list[BaseException] = []
-    held = trio.Event()
-    release = trio.Event()
+    gate, held, release = trio.Event(), trio.Event(), trio.Event()
 
     async def hold_request() -> None:
         async with svc.db.transaction() as tx:
@@ -146,8 +175,8 @@ async def test_a_lost_settle_is_settled_by_the_sweep(svc: ServiceContext, dsn: s
             held.set()
             await release.wait()
 
-    async with Database(dsn, max_size=4, statement_timeout_ms=300) as impatient_db:
-        dispatcher = ServiceContext(impatient_db, svc.settings, svc.providers)
+    async with Database(dsn, max_size=4, statement_timeout_ms=500) as impatient_db:
+        dispatcher = ServiceContext(impatient_db, svc.settings, _Gated(svc.providers, gate))
 
         async def dispatch() -> None:
             try:
@@ -157,12 +186,11 @@ async def test_a_lost_settle_is_settled_by_the_sweep(svc: ServiceContext, dsn: s
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(dispatch)
-            # the write-ahead commit happened; the submit call is in flight
-            await eventually(
-                lambda: _node_state_is(svc, rid, "SUBMITTING"), deadline=10
-            )
+            # the write-ahead commit happened; the submit call waits for the gate
+            await eventually(lambda: _node_state_is(svc, rid, "SUBMITTING"), deadline=10)
             nursery.start_soon(hold_request)
             await held.wait()
+            gate.set()
             await eventually(lambda: _node_state_is(svc, rid, "FAILED"), deadline=10)
             with trio.fail_after(10):
                 while not failure:  # noqa: ASYNC110 - the dispatcher task's own outcome
@@ -203,3 +231,27 @@ async def test_the_settle_sweep_leaves_undecided_and_held_requests_alone(
     else:
         assert await recover_unknown_nodes(sweeping) == 0
     assert await _state(svc, m["id"]) == "EXECUTING"
+
+
+async def test_no_page_while_a_sibling_branch_has_money_in_flight(svc: ServiceContext) -> None:
+    """Moving the request to MANUAL_INTERVENTION would stop the observer watching a
+    sibling's transfer: the page waits until nothing else is in flight."""
+    await template(
+        svc, "par",
+        [
+            node("x", "evm_transfer", sandbox=UNDECIDED),
+            node("y", "cex_withdrawal", sandbox={"observations_to_complete": 2,
+                                                 "retry_after_seconds": 3600}),
+        ],
+        [],
+    )  # fmt: skip
+    m = await movement(svc, "par")
+    while await dispatch_ready_nodes(svc):
+        pass
+    await observe_active_nodes(svc)  # y: pending, next look in an hour
+    assert (await _node(svc, m["id"], "x"))["node_state"] == "UNKNOWN"
+    assert (await _node(svc, m["id"], "y"))["node_state"] in ("SUBMITTED", "OBSERVING")
+    impatient = with_settings(svc, node_unknown_attention_seconds=0.001)
+    await recover_unknown_nodes(impatient)
+    assert await _state(svc, m["id"]) == "EXECUTING"
+    assert await svc.db.fetchval(COUNT_EVENTS, {"rid": m["id"], "type": "request_attention"}) == 0
