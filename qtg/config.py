@@ -104,9 +104,10 @@ class Settings:
 
     # ---- core workers (reference §1-3)
     node_dispatch_interval_seconds: float = interval("MG_NODE_DISPATCH_INTERVAL_SECONDS", 2.0)
-    # Single-node dispatches one pass runs side by side (1: the reference's serial
-    # dispatcher). Each commit waits for its WAL flush, so one serial dispatcher
-    # is bound by commit latency; n in parallel share flushes, as n processes would.
+    # Dispatch units one pass runs side by side: each a batch claim of
+    # MG_NODE_DISPATCH_BATCH_SIZE, or with batch size 1 the reference's serial
+    # one-node walk (1 and 1: the reference's serial dispatcher). Each commit waits
+    # for its WAL flush; n units in parallel share flushes, as n processes would.
     node_dispatch_concurrency: int = setting("MG_NODE_DISPATCH_CONCURRENCY", 1, minimum=1)
     node_observe_interval_seconds: float = interval("MG_NODE_OBSERVE_INTERVAL_SECONDS", 5.0)
     node_observe_batch_size: int = count("MG_NODE_OBSERVE_BATCH_SIZE", 10)
