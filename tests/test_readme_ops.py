@@ -92,8 +92,11 @@ def test_readme_says_what_the_default_dispatcher_and_observer_do() -> None:
         in text
     )
     claim = "true" if defaults.node_observe_batch_claim else "false"
-    assert f"with `MG_NODE_OBSERVE_BATCH_CLAIM={claim}` one pass is ONE transaction" in text
+    assert f"with `MG_NODE_OBSERVE_BATCH_CLAIM={claim}` one pass claims up to" in text
     assert f"`MG_NODE_OBSERVE_BATCH_SIZE` ({defaults.node_observe_batch_size})" in text
+    lease = _default_text(defaults.node_observe_lease_seconds)
+    assert f"`MG_NODE_OBSERVE_LEASE_SECONDS` ({lease})" in text
+    assert "no lock is held while the provider is asked" in text
     assert "side by side (the whole batch's provider calls at once)" in text
     assert f"in its own transaction ({observe.CONCURRENCY} of them at a time)" in text
     # "the reference's serial dispatcher" is said of batch size 1 only, never of the default
