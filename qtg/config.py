@@ -324,6 +324,22 @@ class Settings:
         "MG_EVM_NONCE_RESERVATION_STALE_SECONDS", 120.0
     )
     evm_nonce_attention_seconds: float = interval("MG_EVM_NONCE_ATTENTION_SECONDS", 1800.0)
+    # ---- Never pay twice (issue 24; qtg.domain.chain_outcome has the rule)
+    # Per-chain depth a transfer must reach before COMPLETED: `chain_id=n|safe|finalized,…`
+    # (e.g. `31337=3,1=safe`); a chain not listed uses MG_EVM_CONFIRMATIONS.
+    evm_confirmations_by_chain: str = setting("MG_EVM_CONFIRMATIONS_BY_CHAIN", "")
+    # A broadcast transaction still unmined after this long is replaced at the same
+    # nonce, same payload, fees +12 % (within MG_EVM_FEE_CAPS); until then, and after,
+    # the newest signed bytes are broadcast again on every look.
+    evm_replace_after_seconds: float = interval("MG_EVM_REPLACE_AFTER_SECONDS", 120.0)
+    # A nonce the chain used for a transaction that is not ours must be seen so twice,
+    # this far apart, before a new attempt is made (one lagging RPC answer is no proof).
+    evm_not_landed_confirm_seconds: float = interval("MG_EVM_NOT_LANDED_CONFIRM_SECONDS", 15.0)
+    # Per-chain fee caps in gwei, `chain_id=max_fee:max_tip,…`: a market fee above its
+    # cap makes the transfer wait (RetryLater EVM_FEE_ABOVE_CAP, paged), never fail.
+    evm_fee_caps: str = setting("MG_EVM_FEE_CAPS", "")
+    # Headroom on eth_estimateGas (the state can change between estimate and mining).
+    evm_gas_margin_percent: int = setting("MG_EVM_GAS_MARGIN_PERCENT", 20, minimum=0)
     # verify_drift: `chain_id:address[:erc20],…` contracts whose code hash (and, for
     # erc20, decimals and symbol) are checked against the baseline of first sight.
     verify_drift_contracts: str = setting("MG_VERIFY_DRIFT_CONTRACTS", "")
@@ -400,6 +416,10 @@ class Settings:
     # The lanes qtg sends on and checks for drift: a JSON list of
     # {name, chain_id, source_selector, dest_selector, router, …} (README, "CCIP").
     ccip_lanes: str = setting("MG_CCIP_LANES", "")
+    # Headroom on the router's getFee quote (issue 24): added to a native-fee ccipSend's
+    # value and to a fee-token allowance raise, so a fee that rises a little between
+    # the quote and mining does not revert the send.
+    ccip_fee_margin_percent: int = setting("MG_CCIP_FEE_MARGIN_PERCENT", 10, minimum=0)
     # Unresolved send intents older than this are reaped (resolved from the chain,
     # else stranded with a request_attention).
     ccip_send_intent_stranded_seconds: float = interval(
@@ -445,6 +465,10 @@ class Settings:
 
         parse_rpc_urls(settings.evm_rpc_urls)
         parse_drift_contracts(settings.verify_drift_contracts)
+        from qtg.domain.chain_outcome import parse_depths, parse_fee_caps
+
+        parse_depths(settings.evm_confirmations_by_chain)
+        parse_fee_caps(settings.evm_fee_caps)
         if settings.evm_signer_private_key and settings.evm_signer_key_file:
             raise ConfigError(
                 "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"

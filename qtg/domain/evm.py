@@ -124,13 +124,15 @@ class NonceVerdict(StrEnum):
     WAIT = "wait"  # broadcast, not mined yet: leave it (maybe page a person)
 
 
-def nonce_verdict(*, state: str, nonce: int, mined_nonce: int, tx_known: bool) -> NonceVerdict:
+def nonce_verdict(*, state: str, nonce: int, mined_nonce: int, signed: bool) -> NonceVerdict:
     """Decide from the chain alone. `mined_nonce` is the account's `latest` transaction count
-    (every nonce below it is used); `tx_known` says the node's tx hash is on chain or in the
-    mempool. A nonce is released only if it was never broadcast AND the chain did not use it:
-    releasing a broadcast nonce would let a second transaction race the first."""
+    (every nonce below it is used); `signed` says signed bytes were kept for the reservation
+    (they are kept before any broadcast). A nonce is released only if nothing was ever
+    signed for broadcast AND the chain did not use it: a "not found" for a signed
+    transaction proves nothing (issue 24), and releasing its nonce would let a second
+    transaction race the first."""
     if nonce < mined_nonce:
         return NonceVerdict.CONSUMED
-    if state == "reserved" and not tx_known:
+    if state == "reserved" and not signed:
         return NonceVerdict.RELEASED
     return NonceVerdict.WAIT

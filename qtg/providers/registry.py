@@ -75,6 +75,8 @@ class ProviderRegistry:
         self.capabilities: set[str] = set()
         # The evm provider's JSON-RPC clients by chain id, for evm_nonce_reaper.
         self.evm_rpcs: dict[int, Any] = {}
+        #: the evm provider's ChainJudge (issue 24): evm_nonce_reaper acts through it
+        self.evm_judge: Any = None
         # The ccip provider's lanes (by name) and CCIP sidecar client, for ccip_drift.
         self.ccip_lanes: dict[str, Any] = {}
         self.ccip_sidecar: Any = None

@@ -101,7 +101,17 @@ async def run_loop(
     """
     if heartbeat is None:
         await _loop(
-            name, func, interval, jitter, wakeup, next_due, reactive, None, rng, drain, metrics,
+            name,
+            func,
+            interval,
+            jitter,
+            wakeup,
+            next_due,
+            reactive,
+            None,
+            rng,
+            drain,
+            metrics,
             coalesce,
         )
         return

@@ -16,13 +16,16 @@ fail-fast group, as the reference says.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from qtg.db import Database, sql_family
+from qtg.db import Database, Jsonb, Tx, sql_family
 from qtg.domain.evm import NonceVerdict, nonce_verdict
+from qtg.providers.base import RetryLater
+from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
 
 if TYPE_CHECKING:
+    from qtg.providers.evm.outcome import ChainJudge
     from qtg.providers.evm.rpc import EvmRpc
 
 SQL = sql_family(
@@ -36,6 +39,18 @@ SQL = sql_family(
     "claim_stale",
     "settle",
     "flag_attention",
+    "record_signed",
+    "own_for_signed",
+    "signed_for",
+    "touch_broadcast",
+    "note_not_landed",
+    "clear_not_landed",
+    "drift_open",
+    "accounts",
+    "above_count",
+    "newest_signed",
+    "reopen",
+    "take_for_gap_fill",
 )
 
 log = logging.getLogger("qtg.services.evm_nonces")
@@ -96,8 +111,98 @@ async def mark(db: Database, *, chain_id: int, address: str, nonce: int, state: 
         )
 
 
+async def record_signed(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    kind: str,
+    tx_hash: str,
+    raw: str,
+    payload: dict[str, Any],
+    request_node_id: str | None,
+    attempt_no: int | None,
+) -> bool:
+    """Write-ahead of a broadcast (issue 24): keep the signed bytes of a payment or a
+    replacement, under the account lock, and point the reservation at them. False: the
+    reservation is no longer this attempt's (taken back, gap-filled): do not broadcast."""
+    args = {
+        "chain_id": chain_id,
+        "address": address.lower(),
+        "nonce": nonce,
+        "kind": kind,
+        "tx_hash": tx_hash,
+        "raw": raw,
+        "payload": Jsonb(payload),
+        "max_fee": int(payload["maxFeePerGas"]),
+        "tip": int(payload["maxPriorityFeePerGas"]),
+        "request_node_id": request_node_id,
+        "attempt_no": attempt_no,
+    }
+    async with db.transaction() as tx:
+        await tx.execute(SQL.lock_account, args)
+        if await tx.fetchrow(SQL.own_for_signed, args) is None:
+            return False
+        await tx.execute(SQL.record_signed, args)
+    return True
+
+
+async def signed_for(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    request_node_id: str | None,
+    attempt_no: int | None,
+) -> list[dict[str, Any]]:
+    """Every transaction signed for a node attempt's nonce, oldest first (with age_seconds)."""
+    async with db.transaction() as tx:
+        rows = await tx.fetch(
+            SQL.signed_for,
+            {
+                "chain_id": chain_id,
+                "address": address.lower(),
+                "nonce": nonce,
+                "request_node_id": request_node_id,
+                "attempt_no": attempt_no,
+            },
+        )
+    return [dict(r) for r in rows]
+
+
+async def touch_broadcast(db: Database, tx_hash: str) -> None:
+    async with db.transaction() as tx:
+        await tx.execute(SQL.touch_broadcast, {"tx_hash": tx_hash})
+
+
+async def note_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> float:
+    """Seconds since a judgement first found this nonce used by another transaction."""
+    async with db.transaction() as tx:
+        seen = await tx.fetchval(
+            SQL.note_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
+        )
+    return float(seen or 0.0)
+
+
+async def clear_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> None:
+    async with db.transaction() as tx:
+        await tx.execute(
+            SQL.clear_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
+        )
+
+
+async def open_drift(db: Database, *, chain_id: int, subject: str) -> list[dict[str, Any]]:
+    """Open verify_drift findings on a contract: transfers through it wait until they clear."""
+    async with db.transaction() as tx:
+        rows = await tx.fetch(SQL.drift_open, {"chain_id": chain_id, "subject": subject})
+    return [dict(r) for r in rows]
+
+
 async def reap_stale_nonces(ctx: ServiceContext) -> int:
-    """The evm_nonce_reaper pass: settle what the chain has decided; return rows settled."""
+    """The evm_nonce_reaper pass: settle what the chain has decided, then reconcile each
+    account with the chain (issue 24); return rows settled, reopened or gap-filled."""
     rpcs: dict[int, EvmRpc] = getattr(ctx.providers, "evm_rpcs", {})
     settled = 0
     async with ctx.db.transaction() as tx:
@@ -115,9 +220,11 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
             if rpc is None:
                 continue  # no client for that chain in this process: another runtime's
             mined = await rpc.nonce(row["address"], "latest")
-            known = bool(row["tx_hash"]) and await rpc.transaction(row["tx_hash"]) is not None
             verdict = nonce_verdict(
-                state=row["state"], nonce=row["nonce"], mined_nonce=mined, tx_known=known
+                state=row["state"],
+                nonce=row["nonce"],
+                mined_nonce=mined,
+                signed=bool(row["tx_hash"]),
             )
             if verdict is NonceVerdict.WAIT:
                 if row["past_attention"] and not row["attention_raised"]:
@@ -131,4 +238,124 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
                 continue
             await tx.execute(SQL.settle, {"id": row["id"], "state": verdict.value})
             settled += 1
+    judge: ChainJudge | None = getattr(ctx.providers, "evm_judge", None)
+    if judge is not None:
+        async with ctx.db.transaction() as tx:
+            accounts = await tx.fetch(SQL.accounts, {})
+        for account in accounts:
+            if account["chain_id"] in rpcs:
+                settled += await reconcile_account(
+                    ctx, judge, rpcs[account["chain_id"]], account["chain_id"], account["address"]
+                )
     return settled
+
+
+async def reconcile_account(
+    ctx: ServiceContext, judge: ChainJudge, rpc: EvmRpc, chain_id: int, address: str
+) -> int:
+    """One account against the chain's count (issue 24), under the account lock:
+
+    - a consumed reservation at or above the count was undone by a reorg: it is live
+      again, and its signed bytes are broadcast again (nothing mints above a hole);
+    - a stale broadcast (or written-ahead) one: its newest signed bytes are broadcast
+      again (a mempool may have dropped them: the same bytes are the same transaction);
+    - a released nonce below a live one is a gap that blocks every later transaction:
+      it is filled with a zero-value transfer to ourselves, kept and audited
+      (`evm_nonce_gap_filled`) before it is broadcast.
+    """
+    count = await rpc.nonce(address, "latest")
+    fees: tuple[int, int] | None = None
+    ours = judge.signer_address.lower() == address.lower()
+    if ours:
+        try:
+            fees = await judge.fees(chain_id)
+        except RetryLater:  # market above the cap: no fill this pass (rebroadcasts still go)
+            fees = None
+    changed = 0
+    to_send: list[str] = []
+    args = {"chain_id": chain_id, "address": address, "floor": count}
+    async with ctx.db.transaction() as tx:
+        await tx.execute(SQL.lock_account, args)
+        rows = await tx.fetch(
+            SQL.above_count,
+            {**args, "stale_seconds": ctx.settings.evm_nonce_reservation_stale_seconds},
+        )
+        top = max((r["nonce"] for r in rows if r["state"] != "released"), default=-1)
+        for row in rows:
+            if row["state"] == "consumed":
+                log.warning(
+                    "nonce %s of %s on chain %s is unused again (reorg): reopened",
+                    row["nonce"],
+                    address,
+                    chain_id,
+                )
+                await tx.execute(SQL.reopen, {"id": row["id"]})
+                changed += 1
+            elif not (row["state"] in ("broadcast", "reserved") and row["stale"]):
+                if row["state"] == "released" and row["nonce"] < top and fees is not None:
+                    raw = await _fill(tx, judge, chain_id, address, row, fees)
+                    to_send.append(raw)
+                    changed += 1
+                continue
+            if row["tx_hash"]:
+                signed = await tx.fetchrow(SQL.newest_signed, {"tx_hash": row["tx_hash"]})
+                if signed is not None:
+                    to_send.append(signed["raw"])
+    for raw in to_send:  # after the commit: kept before they leave
+        await judge.broadcast(chain_id, raw)
+    return changed
+
+
+async def _fill(
+    tx: Tx, judge: ChainJudge, chain_id: int, address: str, row: Any, fees: tuple[int, int]
+) -> str:
+    """Sign, keep and audit the gap fill of one released nonce; its raw bytes."""
+    payload = {
+        "from": judge.signer_address,
+        "to": judge.signer_address,
+        "value": "0",
+        "data": "0x",
+        "gas": "21000",
+        "maxFeePerGas": str(fees[0]),
+        "maxPriorityFeePerGas": str(fees[1]),
+        "nonce": str(row["nonce"]),
+        "chainId": str(chain_id),
+        "type": 2,
+    }
+    from qtg.providers.evm.outcome import raw_tx_hash  # here: that module imports this one
+
+    raw = await judge.sign(payload)
+    tx_hash = raw_tx_hash(raw)
+    await tx.execute(
+        SQL.record_signed,
+        {
+            "chain_id": chain_id,
+            "address": address.lower(),
+            "nonce": row["nonce"],
+            "kind": "gap_fill",
+            "tx_hash": tx_hash,
+            "raw": raw,
+            "payload": Jsonb(payload),
+            "max_fee": fees[0],
+            "tip": fees[1],
+            "request_node_id": "gap_fill",
+            "attempt_no": None,
+        },
+    )
+    await tx.execute(SQL.take_for_gap_fill, {"id": row["id"], "tx_hash": tx_hash})
+    await record_audit(
+        tx,
+        actor="evm_nonce_reaper",
+        action="evm_nonce_gap_filled",
+        object_type="evm_nonce",
+        object_id=f"{chain_id}:{address.lower()}:{row['nonce']}",
+        detail={"tx_hash": tx_hash, "reason": "released nonce below broadcast ones"},
+    )
+    log.warning(
+        "filled nonce gap %s of %s on chain %s with a zero-value self-transfer %s",
+        row["nonce"],
+        address,
+        chain_id,
+        tx_hash,
+    )
+    return raw

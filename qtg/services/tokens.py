@@ -27,9 +27,7 @@ from qtg.db import Database, sql_family
 from qtg.services.auditing import record_audit
 from qtg.services.errors import Conflict, InvalidInput, NotFound
 
-SQL = sql_family(
-    "tokens", "insert_token", "revoke_by_name", "list_tokens", "authenticate", "touch"
-)
+SQL = sql_family("tokens", "insert_token", "revoke_by_name", "list_tokens", "authenticate", "touch")
 
 TOKEN_PREFIX = "qtg_"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.@-]{0,63}$"

@@ -164,7 +164,7 @@ async def test_recover_decides_from_the_chain_never_resends(anvil, dsn, db) -> N
         _, _, result = await send(registry, context("n3"))
         outcome = await executor.recover(context("n3", refs=result.provider_refs))
         assert outcome.outcome is RecoverOutcome.SUBMITTED
-        # an attempt whose signed tx never reached the chain: FAILED, its nonce released
+        # a hash the chain does not know is no proof of anything (issue 24): still in flight
         ctx = context("n4")
         prepared = await executor.prepare(ctx)
         nonce = int(json.loads(prepared.payload)["nonce"])
@@ -176,7 +176,13 @@ async def test_recover_decides_from_the_chain_never_resends(anvil, dsn, db) -> N
         }
         sent_before = anvil.nonce(ADDRESSES[0])
         outcome = await executor.recover(context("n4", refs=refs))
-        assert outcome.outcome is RecoverOutcome.FAILED
+        assert outcome.outcome is RecoverOutcome.SUBMITTED
+        rows = query(dsn, "SELECT state FROM evm_nonce_reservations WHERE nonce = %s", (nonce,))
+        assert rows == [("reserved",)]
+        # no refs and no signed bytes kept (they are kept before any broadcast): provably
+        # never sent, the nonce goes back and a new attempt is safe
+        outcome = await executor.recover(context("n4"))
+        assert outcome.outcome is RecoverOutcome.NOT_SUBMITTED
         assert anvil.nonce(ADDRESSES[0]) == sent_before
         rows = query(dsn, "SELECT state FROM evm_nonce_reservations WHERE nonce = %s", (nonce,))
         assert rows == [("released",)]

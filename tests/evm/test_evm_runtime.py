@@ -170,10 +170,12 @@ def test_kill_after_the_broadcast_before_submitted_recovers_to_completed(anvil, 
     ]
 
 
-def test_kill_after_the_reservation_before_the_broadcast_fails_and_frees_the_nonce(
+def test_kill_after_the_write_ahead_before_the_broadcast_sends_the_kept_bytes_once(
     anvil, dsn, procs
 ):
-    sent_before = anvil.nonce(ADDRESSES[0])
+    """Issue 24: the signed bytes were kept before the crash; recovery broadcasts those
+    very bytes (the nonce is unconsumed): no gap behind it, no second payment."""
+    before, sent_before = anvil.balance(ADDRESSES[1]), anvil.nonce(ADDRESSES[0])
     doomed = launch(procs, dsn, anvil, QTG_TEST_CRASH_AT="before_broadcast")
     doomed.wait_ready()
     ids = seed(dsn, ["0.5"], batch="before")
@@ -184,18 +186,17 @@ def test_kill_after_the_reservation_before_the_broadcast_fails_and_frees_the_non
     assert (nonce, state) == (sent_before, "reserved") and tx_hash is not None
     assert anvil.call("eth_getTransactionByHash", tx_hash) is None
     launch(procs, dsn, anvil, **RECOVER_FAST).wait_ready()
-    wait_until(
-        lambda: node_row(dsn, ids) == ("FAILED", "EVM_NOT_BROADCAST"), 30, "recovery to fail it"
-    )
-    assert anvil.nonce(ADDRESSES[0]) == sent_before  # nothing was sent, nothing re-sent
-    assert query(dsn, "SELECT state FROM evm_nonce_reservations") == [("released",)]
-    # the freed nonce is the next one used: no gap blocks the address
-    later = seed(dsn, ["0.1"], batch="later")
-    wait_until(lambda: all_completed(dsn, later), 30, "the next transfer to complete")
+    wait_until(lambda: all_completed(dsn, ids), 30, "recovery to send the kept bytes")
+    assert anvil.call("eth_getTransactionReceipt", tx_hash)["status"] == "0x1"
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1  # one transaction in all
+    assert anvil.balance(ADDRESSES[1]) - before == WEI // 2
     assert query(dsn, "SELECT nonce, state FROM evm_nonce_reservations") == [
         (sent_before, "consumed")
     ]
-    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    # the next transfer takes the next nonce: nothing blocks the address
+    later = seed(dsn, ["0.1"], batch="later")
+    wait_until(lambda: all_completed(dsn, later), 30, "the next transfer to complete")
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 2
 
 
 def test_the_reaper_leaves_an_unmined_broadcast_alone_and_asks_for_attention(anvil, dsn, procs):

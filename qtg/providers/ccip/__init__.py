@@ -37,7 +37,16 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
                     f"MG_CCIP_LANES: lane {lane.name}: chain {chain} is not in MG_EVM_RPC_URLS"
                 )
     signer = registry.signer("evm_local")
-    registry.add_executor(CcipExecutor(db, dict(registry.evm_rpcs), signer, lanes))  # type: ignore[arg-type]
+    registry.add_executor(
+        CcipExecutor(
+            db,
+            dict(registry.evm_rpcs),
+            signer,  # type: ignore[arg-type]
+            lanes,
+            judge=registry.evm_judge,
+            fee_margin_percent=settings.ccip_fee_margin_percent,
+        )
+    )
     registry.ccip_lanes.update(lanes)
     client = sidecar_client(settings, registry.evm_rpcs)
     if client is not None:

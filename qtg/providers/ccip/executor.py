@@ -12,6 +12,17 @@ broadcasts; the observation reads the message id from the receipt's logs.
 ccip_delivery follows that message id to its execution state in the
 destination's logs. `recover` decides from the chain:
 intent → transaction → message id → execution, never a blind re-send.
+
+Issue 24, the same rule as the evm executor (qtg.domain.chain_outcome): every
+signed ccipSend and allowance raise is kept before its broadcast; a broadcast
+with no answer (RpcUnavailable) is ambiguous, never a refusal; observe and
+recover judge the send's nonce through the shared ChainJudge — rebroadcast the
+same bytes while it is unconsumed, replace with a fee bump after
+MG_EVM_REPLACE_AFTER_SECONDS, and make a new attempt only once two judgements
+agree another transaction used the nonce. The router's fee is quoted in prepare,
+which runs right before signing in the same dispatcher pass, with
+MG_CCIP_FEE_MARGIN_PERCENT of headroom: a native fee pays quote + margin (the
+router keeps msg.value as the fee), a fee token's allowance is raised by it.
 """
 
 from __future__ import annotations
@@ -20,6 +31,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 from qtg.db import Database
 from qtg.domain.ccip import (
@@ -37,6 +50,7 @@ from qtg.domain.ccip import (
     increase_allowance_data,
     message_id_from_logs,
 )
+from qtg.domain.chain_outcome import Verdict, with_margin
 from qtg.domain.context import ExecutionContext
 from qtg.domain.evm import intent_problem, is_address, nonce_lane_key, to_base_units
 from qtg.providers.base import (
@@ -52,8 +66,9 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
-from qtg.providers.evm.executor import crash_point, fee_per_gas, not_mined, raw_tx_hash
-from qtg.providers.evm.rpc import EvmRpc, RpcError
+from qtg.providers.evm.executor import crash_point
+from qtg.providers.evm.outcome import ChainJudge, Look, raw_tx_hash
+from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import ccip as intents
 from qtg.services import evm_nonces
@@ -80,11 +95,16 @@ class CcipExecutor:
         rpcs: dict[int, EvmRpc],
         signer: EvmLocalSigner,
         lanes: dict[str, Lane],
+        *,
+        judge: ChainJudge,
+        fee_margin_percent: int = 10,
     ) -> None:
         self._db = db
         self._rpcs = rpcs
         self._signer = signer
         self._lanes = lanes
+        self._judge = judge
+        self._fee_margin = fee_margin_percent
 
     # ---------------------------------------------------------------- helpers
     def _lane(self, name: Any) -> Lane:
@@ -206,9 +226,12 @@ class CcipExecutor:
                 attempt_no=ctx.attempt_no,
                 chain_floor=await rpc.nonce(owner, "pending"),
             )
-            raw = await self._sign(await self._tx(rpc, lane.chain_id, call, nonce))
+            raise_tx = await self._tx(rpc, lane.chain_id, call, nonce)
+            raw = await self._sign(raise_tx)
             tx_hash = raw_tx_hash(raw)
-            out.append({"token": token, "nonce": nonce, "raw": raw, "tx_hash": tx_hash})
+            out.append(
+                {"token": token, "nonce": nonce, "raw": raw, "tx_hash": tx_hash, "tx": raise_tx}
+            )
         return out
 
     async def _tx(
@@ -217,7 +240,7 @@ class CcipExecutor:
         if gas is None:
             estimate = int(await rpc.call("eth_estimateGas", call), 16)
             gas = estimate + estimate // 5  # the router's delivery path varies a little
-        max_fee, tip = await fee_per_gas(rpc)
+        max_fee, tip = await self._judge.fees(chain_id)  # RetryLater above MG_EVM_FEE_CAPS
         return {
             "from": call["from"],
             "to": call["to"],
@@ -257,9 +280,11 @@ class CcipExecutor:
         lane, s = self._send(ctx)
         rpc = self._rpcs[lane.chain_id]
         sender = self._signer.address
-        fee = int(
+        quoted = int(
             await rpc.eth_call(lane.router, get_fee_data(lane.dest_selector, s["message"])), 16
         )
+        # headroom for a fee that rises between this quote (just before signing) and mining
+        fee = with_margin(quoted, self._fee_margin)
         pulls = {s["token"]: s["amount"]}
         if s["fee_token"] is not None:
             pulls[s["fee_token"]] = pulls.get(s["fee_token"], 0) + fee
@@ -288,6 +313,7 @@ class CcipExecutor:
             "amount": str(s["amount"]),
             "fee_token": s["fee_token"],
             "fee": str(fee),
+            "fee_quoted": str(quoted),
             "approvals": approvals,
         }
         payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
@@ -338,15 +364,39 @@ class CcipExecutor:
             nonce=nonce,
             tx_hash=tx_hash,
         )
-        await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
         approvals = meta.get("approvals") or []
+        # Write-ahead of every byte that may leave (issue 24): the raises, then the send.
+        kept = True
         for approval in approvals:
-            await evm_nonces.record_tx_hash(
+            kept = kept and await evm_nonces.record_signed(
                 self._db,
-                tx_hash=approval["tx_hash"],
                 chain_id=chain_id,
                 address=tx["from"],
                 nonce=approval["nonce"],
+                kind="payment",
+                tx_hash=approval["tx_hash"],
+                raw=approval["raw"],
+                payload=approval["tx"],
+                request_node_id=f"{ctx.request_node_id}:approve:{approval['token']}",
+                attempt_no=ctx.attempt_no,
+            )
+        kept = kept and await evm_nonces.record_signed(
+            self._db,
+            kind="payment",
+            tx_hash=tx_hash,
+            raw=signature,
+            payload=tx,
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            **where,
+        )
+        if not kept:  # nothing was broadcast: a nonce is no longer this attempt's
+            await intents.move(
+                self._db, intent["id"], S.RELEASED, (S.PENDING,), state_detail="nonce taken back"
+            )
+            raise SubmitRejected(
+                "a nonce of this send was taken back before the broadcast",
+                code="CCIP_NONCE_RECLAIMED",
             )
         refs = _refs(lane, chain_id, tx_hash, tx["from"], nonce, intent["id"])
         if approvals:
@@ -364,11 +414,15 @@ class CcipExecutor:
                     nonce=approval["nonce"],
                 )
             await _broadcast(rpc, signature)
+        except RpcUnavailable:
+            # No answer is not a refusal: the send may be in a mempool. The node watches
+            # the chain (observe rebroadcasts the kept bytes until the nonce is consumed).
+            return SubmitResult(provider_refs=refs)
         except RpcError as exc:
             if "nonce too low" in exc.message.lower() or approvals:
-                # unknown: maybe our own earlier broadcast, or a raise went out before
-                # the refusal; recovery reads the chain
-                raise
+                # ambiguous: maybe our own earlier broadcast, or a raise went out before
+                # the refusal; the chain decides, through observe
+                return SubmitResult(provider_refs=refs)
             await evm_nonces.mark(self._db, state="released", **where)
             await intents.move(
                 self._db,
@@ -385,20 +439,109 @@ class CcipExecutor:
         await evm_nonces.mark(self._db, state="broadcast", **where)
         return SubmitResult(provider_refs=refs)
 
+    async def _look(self, ctx: ExecutionContext, refs: dict[str, Any]) -> Look:
+        return await self._judge.look(
+            int(refs["chain_id"]),
+            refs["from"],
+            int(refs["nonce"]),
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            known_hashes=(refs.get("tx_hash"),),
+        )
+
+    async def _resend(
+        self, ctx: ExecutionContext, refs: dict[str, Any], seen: Look, *, replace: bool
+    ) -> None:
+        """The send's nonce is unconsumed: its allowance raises (still unconsumed) and the
+        send go out again, the same bytes; or the send is replaced with a fee bump."""
+        chain_id = int(refs["chain_id"])
+        count = await self._rpcs[chain_id].nonce(refs["from"], "latest")
+        for key in sorted(self._approval_keys(ctx)):
+            row = await evm_nonces.for_attempt(
+                self._db, request_node_id=key, attempt_no=ctx.attempt_no
+            )
+            if row is None or row["nonce"] < count:
+                continue
+            txs = await evm_nonces.signed_for(
+                self._db,
+                chain_id=chain_id,
+                address=row["address"],
+                nonce=row["nonce"],
+                request_node_id=key,
+                attempt_no=ctx.attempt_no,
+            )
+            await self._judge.rebroadcast(chain_id, txs)
+        if replace:
+            new_hash = await self._judge.replace(
+                chain_id, seen.txs, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+            )
+            if new_hash is not None:
+                refs["tx_hash"] = new_hash
+        else:
+            await self._judge.rebroadcast(chain_id, seen.txs)
+
+    def _approval_keys(self, ctx: ExecutionContext) -> set[str]:
+        try:
+            _, send = self._send(ctx)
+        except PreflightError:
+            return set()
+        tokens = {send["token"], send["fee_token"]} - {None}
+        return {f"{ctx.request_node_id}:approve:{token}" for token in tokens}
+
     async def observe(self, ctx: ExecutionContext) -> ObserveResult:
         if ctx.action_type == "ccip_delivery":
             return await self._observe_delivery(ctx)
         refs = dict(ctx.node_provider_refs)
-        rpc = self._rpcs[int(refs["chain_id"])]
-        receipt = await rpc.receipt(refs["tx_hash"])
-        if receipt is None:
-            return await not_mined(
-                rpc,
-                refs["tx_hash"],
-                "CCIP_TX_DROPPED",
-                "the ccipSend transaction is neither mined nor pending",
+        seen = await self._look(ctx, refs)
+        verdict = seen.judgement.verdict
+        if seen.receipt is not None and verdict in (
+            Verdict.COMPLETED,
+            Verdict.FAILED_REVERTED,
+            Verdict.NEEDS_PERSON,
+        ):
+            refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
+            result = await self._mined(refs, seen.receipt)
+            return msgspec.structs.replace(result, provider_refs={**refs, **result.provider_refs})
+        if verdict is Verdict.NOT_LANDED:
+            await self._settle_not_landed(ctx, refs)
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                provider_refs=refs,
+                error_code="CCIP_NOT_LANDED",
+                error_detail=(
+                    f"nonce {refs['nonce']} was used by a transaction that is not ours: "
+                    "this ccipSend can never be mined (recovery makes a new attempt)"
+                ),
             )
-        return await self._mined(refs, receipt)
+        if verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
+            await self._resend(ctx, refs, seen, replace=verdict is Verdict.REPLACE_WITH_BUMP)
+        return ObserveResult(
+            status=ObserveStatus.PENDING,
+            provider_refs=refs,
+            retry_after_seconds=1.0,
+            error_detail=f"chain: {verdict.value}",
+        )
+
+    async def _settle_not_landed(self, ctx: ExecutionContext, refs: dict[str, Any]) -> None:
+        """Another transaction used the send's nonce (so every nonce below it, the raises'
+        included): all consumed; the intent was never sent."""
+        chain_id = int(refs["chain_id"])
+        for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):
+            await evm_nonces.mark(
+                self._db,
+                state="consumed",
+                chain_id=chain_id,
+                address=refs["from"],
+                nonce=int(nonce),
+            )
+        if "intent_id" in refs:
+            await intents.move(
+                self._db,
+                int(refs["intent_id"]),
+                S.RELEASED,
+                (S.PENDING, S.BROADCAST, S.STRANDED),
+                state_detail="the send's nonce went to another transaction: never sent",
+            )
 
     async def _mined(self, refs: dict[str, Any], receipt: dict[str, Any]) -> ObserveResult:
         """A mined ccipSend: settle the nonce and the intent; the message id, or why not."""
@@ -510,21 +653,11 @@ class CcipExecutor:
         intent = await intents.for_attempt(
             self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
         )
-        if intent is None:  # no write-ahead row: ccipSend was never broadcast
+        if intent is None:  # no write-ahead row: nothing was signed for broadcast
             row = await evm_nonces.for_attempt(
                 self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
             )
-            _, send = self._send(ctx)
-            tokens = {send["token"], send["fee_token"]}
-            for held in [row, *await self._approval_rows(ctx, tokens)]:
-                if held is not None:  # never broadcast: nothing used these nonces
-                    await evm_nonces.mark(
-                        self._db,
-                        state="released",
-                        chain_id=held["chain_id"],
-                        address=held["address"],
-                        nonce=held["nonce"],
-                    )
+            await self._release_unsigned(ctx, [row])
             return _not_sent("no send intent was written for this attempt")
         lane = self._lane(intent["lane"])
         refs = _refs(
@@ -535,58 +668,82 @@ class CcipExecutor:
             intent["nonce"],
             intent["id"],
         )
-        rpc = self._rpcs[intent["chain_id"]]
         approvals = await self._approval_rows(ctx, {intent["token"], intent["fee_token"]})
         if approvals:
             refs["approval_nonces"] = [a["nonce"] for a in approvals]
-        receipt = await rpc.receipt(intent["tx_hash"])
-        if receipt is not None:
-            seen = await self._mined(refs, receipt)
-            if seen.status == ObserveStatus.COMPLETED:
+        seen = await self._look(ctx, refs)
+        verdict = seen.judgement.verdict
+        if verdict is Verdict.NOTHING_SIGNED:
+            # the intent was written but no bytes were kept (kept before any broadcast):
+            # nothing of this attempt left; its nonces go back
+            row = await evm_nonces.for_attempt(
+                self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+            )
+            await self._release_unsigned(ctx, [row])
+            await intents.move(
+                self._db,
+                intent["id"],
+                S.RELEASED,
+                (S.PENDING, S.BROADCAST, S.STRANDED),
+                state_detail="recovery: nothing was signed for broadcast",
+            )
+            return _not_sent("nothing was signed for broadcast in this attempt")
+        if verdict is Verdict.NOT_LANDED:
+            await self._settle_not_landed(ctx, refs)
+            return RecoverResult(
+                outcome=RecoverOutcome.NOT_SUBMITTED,
+                error_code="CCIP_NOT_LANDED",
+                error_detail="the send's nonce was used by another transaction, seen twice",
+            )
+        if verdict is Verdict.CONFIRM_NOT_LANDED:
+            return RecoverResult(
+                outcome=RecoverOutcome.UNKNOWN,
+                error_detail="the send's nonce looks used by another transaction; confirming",
+            )
+        if seen.receipt is not None and verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED):
+            refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
+            mined = await self._mined(refs, seen.receipt)
+            if mined.status == ObserveStatus.COMPLETED:
                 return RecoverResult(
                     outcome=RecoverOutcome.COMPLETED,
-                    provider_refs={**refs, **seen.provider_refs},
-                    artifacts=seen.artifacts,
+                    provider_refs={**refs, **mined.provider_refs},
+                    artifacts=mined.artifacts,
                 )
-            if seen.status == ObserveStatus.FAILED:
+            if mined.status == ObserveStatus.FAILED:
                 return RecoverResult(
                     outcome=RecoverOutcome.FAILED,
                     provider_refs=refs,
-                    error_code=seen.error_code,
-                    error_detail=seen.error_detail,
+                    error_code=mined.error_code,
+                    error_detail=mined.error_detail,
                 )
-            return RecoverResult(outcome=RecoverOutcome.UNKNOWN, error_detail=seen.error_detail)
-        if await rpc.transaction(intent["tx_hash"]) is not None:
-            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
-        # Nothing on chain, and recovery holds the node past its grace: the process
-        # that would broadcast is gone. The nonce goes back (or is already used).
-        where = {
-            "chain_id": intent["chain_id"],
-            "address": intent["sender"],
-            "nonce": intent["nonce"],
-        }
-        mined = await rpc.nonce(intent["sender"], "latest")
-        await evm_nonces.mark(
-            self._db, state="consumed" if mined > intent["nonce"] else "released", **where
-        )
-        for row in approvals:  # a raise that went out stays the chain's; one that did not is freed
-            if row["tx_hash"] and await rpc.transaction(row["tx_hash"]) is not None:
+            return RecoverResult(outcome=RecoverOutcome.UNKNOWN, error_detail=mined.error_detail)
+        if verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
+            # e.g. a crash after the write-ahead, before the broadcast: the same bytes
+            await self._resend(ctx, refs, seen, replace=False)
+        if seen.txs and seen.receipt is None:
+            refs["tx_hash"] = seen.txs[-1]["tx_hash"]
+        # in flight (or mined above the trusted depth): observe decides from here
+        return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
+
+    async def _release_unsigned(self, ctx: ExecutionContext, rows: list[dict | None]) -> None:
+        """Release this attempt's reservations that have no signed bytes kept: provably
+        never broadcast (bytes are kept first). One with bytes is left to the chain."""
+        for key in self._approval_keys(ctx):
+            rows.append(
+                await evm_nonces.for_attempt(
+                    self._db, request_node_id=key, attempt_no=ctx.attempt_no
+                )
+            )
+        for held in rows:
+            if held is None or held["tx_hash"] is not None:
                 continue
             await evm_nonces.mark(
                 self._db,
-                state="consumed" if mined > row["nonce"] else "released",
-                chain_id=row["chain_id"],
-                address=row["address"],
-                nonce=row["nonce"],
+                state="released",
+                chain_id=held["chain_id"],
+                address=held["address"],
+                nonce=held["nonce"],
             )
-        await intents.move(
-            self._db,
-            intent["id"],
-            S.RELEASED,
-            (S.PENDING, S.BROADCAST, S.STRANDED),
-            state_detail="recovery: the chain has no ccipSend for this attempt",
-        )
-        return _not_sent("the chain has no ccipSend for this attempt")
 
     async def _approval_rows(self, ctx: ExecutionContext, tokens: set[str | None]) -> list[dict]:
         """The allowance-raise reservations of this attempt (see `_approvals`)."""

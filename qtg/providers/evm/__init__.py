@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
+from qtg.domain.chain_outcome import parse_depths, parse_fee_caps
 from qtg.domain.evm import is_address, parse_rpc_urls
 from qtg.providers.evm.rpc import EvmRpc
 
@@ -23,6 +24,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
     # JSON-RPC client (the ccip_stranded_reaper, on by default).
     from qtg.providers.evm.balances import EvmBalanceFetcher
     from qtg.providers.evm.executor import EvmExecutor
+    from qtg.providers.evm.outcome import ChainJudge
     from qtg.providers.evm.signer import EvmLocalSigner
 
     urls = parse_rpc_urls(settings.evm_rpc_urls)
@@ -48,7 +50,20 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
     registry.evm_rpcs.update(rpcs)
     registry.capabilities.add("evm_rpc")
     registry.add_signer(signer)
-    registry.add_executor(EvmExecutor(db, rpcs, signer, settings.evm_confirmations))
+    judge = ChainJudge(
+        db,
+        rpcs,
+        signer,
+        depths=parse_depths(settings.evm_confirmations_by_chain),
+        default_depth=settings.evm_confirmations,
+        fee_caps=parse_fee_caps(settings.evm_fee_caps),
+        replace_after_seconds=settings.evm_replace_after_seconds,
+        not_landed_confirm_seconds=settings.evm_not_landed_confirm_seconds,
+    )
+    registry.evm_judge = judge  # evm_nonce_reaper rebroadcasts and fills gaps through it
+    registry.add_executor(
+        EvmExecutor(db, rpcs, signer, judge, gas_margin_percent=settings.evm_gas_margin_percent)
+    )
     addresses = [
         signer.address,
         *_addresses("MG_EVM_BALANCE_ADDRESSES_CSV", settings.evm_balance_addresses_csv),

@@ -3,7 +3,12 @@
 Node config `evm`: {"chain_id": int, "token": address | absent (native), "decimals": int};
 the intent gives `amount` (decimal, whole units) and `destination`.
 The nonce comes from an evm_nonce_reservations row (qtg.services.evm_nonces);
-the tx hash is written ahead of the broadcast; `recover` asks the chain only.
+the signed bytes are kept ahead of the broadcast (evm_signed_transactions), and
+what happened is decided by the chain alone under the rule of
+qtg.domain.chain_outcome (issue 24): observe and recover never call a
+transaction that may have been broadcast FAILED, nor release its nonce, until
+the chain has consumed that nonce; meanwhile they broadcast the same bytes
+again and, after MG_EVM_REPLACE_AFTER_SECONDS, replace them with a fee bump.
 """
 
 from __future__ import annotations
@@ -15,9 +20,8 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
-from eth_utils import keccak
-
 from qtg.db import Database
+from qtg.domain.chain_outcome import Verdict, effect_seen, with_margin
 from qtg.domain.context import ExecutionContext
 from qtg.domain.evm import (
     erc20_transfer_data,
@@ -36,10 +40,12 @@ from qtg.providers.base import (
     PreparedAction,
     RecoverOutcome,
     RecoverResult,
+    RetryLater,
     SubmitRejected,
     SubmitResult,
 )
-from qtg.providers.evm.rpc import EvmRpc, RpcError
+from qtg.providers.evm.outcome import ChainJudge, Look, raw_tx_hash
+from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import evm_nonces
 
@@ -55,12 +61,19 @@ class EvmExecutor:
     action_types = ACTION_TYPES
 
     def __init__(
-        self, db: Database, rpcs: dict[int, EvmRpc], signer: EvmLocalSigner, confirmations: int
+        self,
+        db: Database,
+        rpcs: dict[int, EvmRpc],
+        signer: EvmLocalSigner,
+        judge: ChainJudge,
+        *,
+        gas_margin_percent: int = 20,
     ) -> None:
         self._db = db
         self._rpcs = rpcs
         self._signer = signer
-        self._confirmations = confirmations
+        self._judge = judge
+        self._gas_margin = gas_margin_percent
 
     # ---------------------------------------------------------------- helpers
     def _transfer(self, ctx: ExecutionContext) -> tuple[EvmRpc, dict[str, Any]]:
@@ -105,6 +118,19 @@ class EvmExecutor:
             raise PreflightError(
                 f"chain at {rpc.url} is not chain {t['chain_id']}", code="EVM_CHAIN_MISMATCH"
             )
+        if t["token"] is not None:
+            # A contract whose code (or decimals, symbol) drifted may move money anywhere:
+            # hold, do not fail, until verify_drift clears the finding (issue 24).
+            found = await evm_nonces.open_drift(
+                self._db, chain_id=t["chain_id"], subject=t["token"]
+            )
+            if found:
+                checks = ", ".join(f["check_name"] for f in found)
+                raise RetryLater(
+                    f"token {t['token']} has open drift findings ({checks}); held until cleared",
+                    code="EVM_DRIFT_HOLD",
+                    retry_after_seconds=60.0,
+                )
         if t["token"] is None and await rpc.balance(self._signer.address) < t["value"]:
             raise PreflightError(
                 "signer balance is below the amount", code="EVM_INSUFFICIENT_FUNDS"
@@ -123,8 +149,17 @@ class EvmExecutor:
                 "data": erc20_transfer_data(t["to"], t["value"]),
             }
         )
-        gas = int(await rpc.call("eth_estimateGas", call), 16)
-        max_fee, tip = await fee_per_gas(rpc)
+        # the margin: the state (and so the gas) can change between estimate and mining
+        gas = with_margin(int(await rpc.call("eth_estimateGas", call), 16), self._gas_margin)
+        max_fee, tip = await self._judge.fees(t["chain_id"])  # RetryLater above the cap
+        # Everything the transaction can cost, before a nonce is taken: value + gas * maxFee.
+        cost = int(call["value"], 16) + gas * max_fee
+        have = await rpc.balance(sender)
+        if have < cost:
+            raise PreflightError(
+                f"signer balance {have} wei is below value + gas x maxFeePerGas = {cost} wei",
+                code="EVM_INSUFFICIENT_FUNDS",
+            )
         nonce = await evm_nonces.reserve(
             self._db,
             chain_id=t["chain_id"],
@@ -174,55 +209,135 @@ class EvmExecutor:
         chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
         tx_hash = raw_tx_hash(signature)
         where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
-        await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
+        kept = await evm_nonces.record_signed(
+            self._db,
+            kind="payment",
+            tx_hash=tx_hash,
+            raw=signature,
+            payload=tx,
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            **where,
+        )
+        if not kept:  # nothing left this process: the nonce is no longer this attempt's
+            raise SubmitRejected(
+                f"nonce {nonce} was taken back before the broadcast", code="EVM_NONCE_RECLAIMED"
+            )
         refs = {"chain_id": chain_id, "tx_hash": tx_hash, "from": tx["from"], "nonce": nonce}
         crash_point("before_broadcast")
         try:
             await self._rpcs[chain_id].call("eth_sendRawTransaction", signature)
+        except RpcUnavailable:
+            # No answer is not a refusal: the bytes may be in a mempool. Watch the chain
+            # (observe rebroadcasts the same bytes until the nonce is consumed).
+            return SubmitResult(provider_refs=refs)
         except RpcError as exc:
-            if "already known" in exc.message.lower():
-                return SubmitResult(provider_refs=refs)  # the same bytes are already in flight
-            if "nonce too low" in exc.message.lower():
-                raise  # unknown: maybe our own earlier broadcast; recovery reads the chain
+            message = exc.message.lower()
+            if "already known" in message or "nonce too low" in message:
+                # in flight already, or the nonce is used (maybe by these very bytes,
+                # sent before): the chain decides, through observe
+                return SubmitResult(provider_refs=refs)
             await evm_nonces.mark(self._db, state="released", **where)
             raise SubmitRejected(
                 f"node refused the transaction: {exc.message}", code="EVM_REJECTED"
             ) from None
         crash_point("after_broadcast")
         await evm_nonces.mark(self._db, state="broadcast", **where)
+        await evm_nonces.touch_broadcast(self._db, tx_hash)
         return SubmitResult(provider_refs=refs)
 
+    def _effect(self, ctx: ExecutionContext):
+        """An ERC-20 transfer's proof: the token's Transfer(signer, destination, amount) log.
+        None for native coin (the receipt's status is the proof)."""
+        try:
+            _, t = self._transfer(ctx)
+        except PreflightError:
+            return None
+        if t["token"] is None:
+            return None
+        sender = self._signer.address
+
+        def check(receipt: dict[str, Any]) -> bool:
+            return effect_seen(receipt.get("logs") or [], t["token"], sender, t["to"], t["value"])
+
+        return check
+
+    async def _look(self, ctx: ExecutionContext, refs: dict[str, Any]) -> Look:
+        return await self._judge.look(
+            int(refs["chain_id"]),
+            refs["from"],
+            int(refs["nonce"]),
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            known_hashes=(refs.get("tx_hash"),),
+            effect=self._effect(ctx),
+        )
+
     async def observe(self, ctx: ExecutionContext) -> ObserveResult:
-        refs = ctx.node_provider_refs
-        rpc = self._rpcs[int(refs["chain_id"])]
-        receipt = await rpc.receipt(refs["tx_hash"])
-        if receipt is None:
-            return await not_mined(
-                rpc, refs["tx_hash"], "EVM_TX_DROPPED", "transaction is neither mined nor pending"
+        refs = dict(ctx.node_provider_refs)
+        chain_id = int(refs["chain_id"])
+        where = {"chain_id": chain_id, "address": refs["from"], "nonce": int(refs["nonce"])}
+        seen = await self._look(ctx, refs)
+        verdict, receipt = seen.judgement.verdict, seen.judgement.receipt
+        if receipt is not None:
+            refs["tx_hash"] = receipt.tx_hash  # the one of ours that was mined
+        artifacts = {"tx_hash": receipt.tx_hash, "block_number": receipt.block} if receipt else {}
+        if verdict is Verdict.COMPLETED:
+            await evm_nonces.mark(self._db, state="consumed", **where)
+            return ObserveResult(
+                status=ObserveStatus.COMPLETED, provider_refs=refs, artifacts=artifacts
             )
-        mined_at = int(receipt["blockNumber"], 16)
-        if await rpc.block_number() - mined_at < self._confirmations - 1:
-            return ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=1.0)
-        where = {
-            "chain_id": int(refs["chain_id"]),
-            "address": refs["from"],
-            "nonce": int(refs["nonce"]),
-        }
-        await evm_nonces.mark(self._db, state="consumed", **where)
-        artifacts = {"tx_hash": refs["tx_hash"], "block_number": mined_at}
-        if int(receipt["status"], 16) != 1:
+        if verdict is Verdict.FAILED_REVERTED:
+            await evm_nonces.mark(self._db, state="consumed", **where)
             return ObserveResult(
                 status=ObserveStatus.FAILED,
+                provider_refs=refs,
                 artifacts=artifacts,
                 error_code="EVM_REVERTED",
-                error_detail="transaction reverted",
+                error_detail="transaction reverted: the chain moved no value",
             )
-        return ObserveResult(status=ObserveStatus.COMPLETED, artifacts=artifacts)
+        if verdict is Verdict.NEEDS_PERSON:
+            await evm_nonces.mark(self._db, state="consumed", **where)
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                provider_refs=refs,
+                artifacts=artifacts,
+                error_code="EVM_EFFECT_UNVERIFIED",
+                error_detail=(
+                    "the token transfer was mined with status 1 but its receipt has no "
+                    "Transfer(signer, destination, amount) log: money may have gone elsewhere"
+                ),
+            )
+        if verdict is Verdict.NOT_LANDED:
+            await evm_nonces.mark(self._db, state="consumed", **where)
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                provider_refs=refs,
+                error_code="EVM_NOT_LANDED",
+                error_detail=(
+                    f"nonce {where['nonce']} was used by a transaction that is not ours: "
+                    "ours can never be mined (recovery makes a new attempt)"
+                ),
+            )
+        if verdict is Verdict.REPLACE_WITH_BUMP:
+            new_hash = await self._judge.replace(
+                chain_id, seen.txs, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+            )
+            if new_hash is not None:
+                refs["tx_hash"] = new_hash
+        elif verdict is Verdict.WAIT_REBROADCAST:
+            await self._judge.rebroadcast(chain_id, seen.txs)
+        return ObserveResult(
+            status=ObserveStatus.PENDING,
+            provider_refs=refs,
+            retry_after_seconds=1.0,
+            error_detail=f"chain: {verdict.value}",
+        )
 
     async def recover(self, ctx: ExecutionContext) -> RecoverResult:
-        """From the chain alone: the receipt or mempool entry by hash, else whether the
-        nonce was used. When the SUBMITTED commit never happened the node has no refs;
-        the reservation's write-ahead tx_hash is then the evidence to look up."""
+        """From the chain alone, under the rule of qtg.domain.chain_outcome. When the
+        SUBMITTED commit never happened the node has no refs: the attempt's reservation
+        and its signed bytes (kept before any broadcast) are the evidence."""
         refs = dict(ctx.node_provider_refs)
         if "tx_hash" not in refs:
             row = await evm_nonces.for_attempt(
@@ -230,30 +345,48 @@ class EvmExecutor:
             )
             if row is None:
                 return _not_sent("no nonce was reserved for this attempt")
-            where = {"chain_id": row["chain_id"], "address": row["address"], "nonce": row["nonce"]}
-            if row["tx_hash"] is None:  # never signed for broadcast
-                await evm_nonces.mark(self._db, state="released", **where)
-                return _not_sent("the attempt's transaction was never broadcast")
             refs = {
                 "chain_id": row["chain_id"],
                 "tx_hash": row["tx_hash"],
                 "from": row["address"],
                 "nonce": row["nonce"],
             }
-        rpc = self._rpcs[int(refs["chain_id"])]
-        if await rpc.transaction(refs["tx_hash"]) is not None:
-            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
         where = {
             "chain_id": int(refs["chain_id"]),
             "address": refs["from"],
             "nonce": int(refs["nonce"]),
         }
-        if await rpc.nonce(refs["from"], "latest") > int(refs["nonce"]):
-            # the nonce went to another transaction: ours can never be mined
-            await evm_nonces.mark(self._db, state="consumed", **where)
-        else:
+        seen = await self._look(ctx, refs)
+        verdict = seen.judgement.verdict
+        if verdict is Verdict.NOTHING_SIGNED:
+            # no signed bytes were kept, and they are kept before any broadcast: nothing
+            # of this attempt ever left; the nonce is unused, so it goes back
             await evm_nonces.mark(self._db, state="released", **where)
-        return _not_sent("the chain has no transaction for this attempt")
+            return _not_sent("the attempt's transaction was never broadcast")
+        if verdict is Verdict.NOT_LANDED:
+            await evm_nonces.mark(self._db, state="consumed", **where)
+            return RecoverResult(
+                outcome=RecoverOutcome.NOT_SUBMITTED,
+                error_code="EVM_NOT_LANDED",
+                error_detail=(
+                    f"nonce {where['nonce']} was used by another transaction, seen twice: "
+                    "this attempt's can never be mined"
+                ),
+            )
+        if verdict is Verdict.CONFIRM_NOT_LANDED:
+            return RecoverResult(
+                outcome=RecoverOutcome.UNKNOWN,
+                error_detail="the nonce looks used by another transaction; confirming later",
+            )
+        if verdict is Verdict.WAIT_REBROADCAST or verdict is Verdict.REPLACE_WITH_BUMP:
+            # e.g. a crash after the write-ahead, before the broadcast: send the same bytes
+            await self._judge.rebroadcast(where["chain_id"], seen.txs)
+        if seen.judgement.receipt is not None:
+            refs["tx_hash"] = seen.judgement.receipt.tx_hash
+        elif seen.txs:
+            refs["tx_hash"] = seen.txs[-1]["tx_hash"]
+        # mined or in flight: observe decides (depth, receipt, effect) from here
+        return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
 
     async def health(self) -> HealthReport:
         detail: dict[str, Any] = {}
@@ -267,31 +400,10 @@ class EvmExecutor:
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
 
 
-async def fee_per_gas(rpc: EvmRpc) -> tuple[int, int]:
-    """EIP-1559 (maxFeePerGas, maxPriorityFeePerGas): twice the latest base fee plus the tip,
-    so a transaction survives a few full blocks of base-fee rises."""
-    history = await rpc.call("eth_feeHistory", "0x1", "latest", [50])
-    base_fee = int(history["baseFeePerGas"][-1], 16)
-    tip = int(await rpc.call("eth_maxPriorityFeePerGas"), 16)
-    return 2 * base_fee + tip, tip
-
-
-def raw_tx_hash(raw: str) -> str:
-    """The hash of a signed raw transaction (`0x…` hex): its id on the chain."""
-    return "0x" + keccak(bytes.fromhex(raw[2:])).hex()
-
-
-async def not_mined(rpc: EvmRpc, tx_hash: str, code: str, detail: str) -> ObserveResult:
-    """An observation of a transaction with no receipt yet: PENDING while the node
-    still knows it, UNKNOWN (`code`, `detail`) once it is neither mined nor pending."""
-    if await rpc.transaction(tx_hash) is None:
-        return ObserveResult(status=ObserveStatus.UNKNOWN, error_code=code, error_detail=detail)
-    return ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=1.0)
-
-
 def _not_sent(detail: str) -> RecoverResult:
+    """Provably nothing of this attempt left qtg: a new attempt is safe."""
     return RecoverResult(
-        outcome=RecoverOutcome.FAILED, error_code="EVM_NOT_BROADCAST", error_detail=detail
+        outcome=RecoverOutcome.NOT_SUBMITTED, error_code="EVM_NOT_BROADCAST", error_detail=detail
     )
 
 
