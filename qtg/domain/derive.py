@@ -43,7 +43,9 @@ N = NodeState
 _DONE = frozenset({N.COMPLETED, N.SKIPPED})
 _EXECUTING = frozenset({N.SUBMITTING, N.SUBMITTED, N.OBSERVING})
 #: UNKNOWN nodes with these error codes are left for an operator: recovery skips them.
-OPERATOR_ONLY_CODES = frozenset({"OBSERVATION_TIMEOUT"})
+#: EVM_EFFECT_UNVERIFIED (issue 24): a token transfer mined without its Transfer log —
+#: money may have gone elsewhere, and no chain evidence will decide it by itself.
+OPERATOR_ONLY_CODES = frozenset({"OBSERVATION_TIMEOUT", "EVM_EFFECT_UNVERIFIED"})
 
 
 @dataclass(frozen=True, slots=True)

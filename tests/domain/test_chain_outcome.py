@@ -121,3 +121,13 @@ def test_effect_seen_needs_token_parties_and_amount() -> None:
     assert not effect_seen([log], token, sender, dest, 51)
     assert not effect_seen([{**log, "address": "0x" + "44" * 20}], token, sender, dest, 50)
     assert not effect_seen([], token, sender, dest, 50)
+
+
+def test_an_unverified_effect_waits_for_an_operator() -> None:
+    from qtg.domain.derive import NodeView, derive_request_state
+    from qtg.domain.states import RequestState
+
+    node = NodeView("send", "action", "evm_transfer", "UNKNOWN", "EVM_EFFECT_UNVERIFIED")
+    assert derive_request_state([node]) is RequestState.MANUAL_INTERVENTION
+    recoverable = NodeView("send", "action", "evm_transfer", "UNKNOWN", "EVM_NOT_LANDED")
+    assert derive_request_state([recoverable]) is None  # recovery makes a new attempt

@@ -68,8 +68,6 @@ def seed(dsn: str, amounts: list[str], *, token: dict | None = None, batch: str 
     return trio.run(run)
 
 
-
-
 def launch(procs: list, dsn: str, anvil, **env: str) -> RuntimeProcess:
     proc = RuntimeProcess.launcher(
         base_env(
