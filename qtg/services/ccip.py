@@ -35,7 +35,7 @@ from qtg.domain.ccip import (
     reap_verdict,
 )
 from qtg.providers.evm.rpc import RpcError, RpcUnavailable
-from qtg.services import notifications
+from qtg.services import evm_nonces, notifications
 from qtg.services.context import ServiceContext
 
 SQL = sql_family(
@@ -157,7 +157,9 @@ async def reap_stranded_intents(ctx: ServiceContext) -> int:
         )
         for row in rows:
             try:
-                verdict, facts = await _look_up(row, rpcs.get(row["chain_id"]), lanes, rpcs)
+                verdict, facts = await _look_up(
+                    row, rpcs.get(row["chain_id"]), lanes, rpcs, await _hashes(ctx.db, row)
+                )
             except (RpcError, RpcUnavailable) as exc:  # the chain cannot tell: a person must
                 verdict = Verdict.STRANDED
                 facts = {"state_detail": f"the chain did not answer: {type(exc).__name__}"}
@@ -190,15 +192,34 @@ async def reap_stranded_intents(ctx: ServiceContext) -> int:
     return done
 
 
+async def _hashes(db: Database, row: Any) -> list[str]:
+    """Every ccipSend signed for the intent's nonce in its attempt, newest first (a fee-bumped
+    replacement has its own hash, issue 24), and the intent's own."""
+    signed = await evm_nonces.signed_for(
+        db,
+        chain_id=row["chain_id"],
+        address=row["sender"],
+        nonce=row["nonce"],
+        request_node_id=str(row["request_node_id"]),
+        attempt_no=row["attempt_no"],
+    )
+    hashes = [s["tx_hash"] for s in reversed(signed)]
+    return [*hashes, row["tx_hash"]] if row["tx_hash"] not in hashes else hashes
+
+
 async def _look_up(
-    row: Any, rpc: Any, lanes: dict[str, Any], rpcs: dict[int, Any]
+    row: Any, rpc: Any, lanes: dict[str, Any], rpcs: dict[int, Any], hashes: list[str]
 ) -> tuple[Verdict, dict[str, Any]]:
     """Ask the chain about one intent: the verdict and the facts to record with it."""
     if rpc is None:
         return Verdict.STRANDED, {
             "state_detail": f"no EVM client for chain {row['chain_id']} in this process"
         }
-    receipt = await rpc.receipt(row["tx_hash"])
+    receipt = None
+    for tx_hash in hashes:
+        receipt = await rpc.receipt(tx_hash)
+        if receipt is not None:
+            break
     facts: dict[str, Any] = {}
     executed = False
     status = None
@@ -223,7 +244,9 @@ async def _look_up(
             facts["state_detail"] = "the ccipSend transaction reverted"
         elif not executed:
             facts["state_detail"] = "sent, but no execution on the destination yet"
-    known = receipt is not None or await rpc.transaction(row["tx_hash"]) is not None
+    known = receipt is not None
+    for tx_hash in hashes:
+        known = known or await rpc.transaction(tx_hash) is not None
     mined_nonce = await rpc.nonce(row["sender"], "latest")
     verdict = reap_verdict(
         state=row["state"],

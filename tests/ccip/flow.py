@@ -56,10 +56,6 @@ def seed(dsn: str, local: Local, amounts: list[str], batch: str = "a") -> list[s
     return trio.run(run)
 
 
-
-
-
-
 def intents(dsn: str) -> list[tuple]:
     return query(
         dsn,
@@ -74,9 +70,12 @@ def launch(procs: list, dsn: str, anvil, local: Local, **env: str) -> RuntimePro
             MG_DATABASE_URL=dsn,
             MG_DB_POOL_MAX_SIZE="10",
             MG_PROVIDERS="evm,ccip",
-            MG_EVM_RPC_URLS=f"{CHAIN_ID}={anvil.url}",
             MG_EVM_SIGNER_PRIVATE_KEY=KEYS[0],
-            **{"MG_CCIP_LANES": local.lanes_env(), **env},
+            **{
+                "MG_EVM_RPC_URLS": f"{CHAIN_ID}={anvil.url}",
+                "MG_CCIP_LANES": local.lanes_env(),
+                **env,
+            },
         )
     )
     procs.append(proc)

@@ -99,6 +99,35 @@ def test_kill_after_the_write_ahead_before_the_broadcast_sends_the_kept_bytes_on
     assert token_balance(anvil, local.bnm, local.receiver) == WEI // 2
 
 
+def test_a_send_whose_reply_is_lost_behind_a_lagging_rpc_is_sent_once(anvil, dsn, procs):
+    """Issue 24, CCIP by another door: the broadcast reached the chain but its reply was
+    lost (RpcUnavailable), and lookups lag 1.5 s. On main the node went UNKNOWN, recovery
+    found nothing in one lookup, released the nonce and started a second ccipSend."""
+    from evm.anvil import CHAIN_ID
+    from evm.lagproxy import LagProxy
+
+    local = set_up(anvil)
+    proxy = LagProxy(anvil.url, lag=1.5, lose_send_replies=True)
+    try:
+        launch(
+            procs,
+            dsn,
+            anvil,
+            local,
+            MG_EVM_RPC_URLS=f"{CHAIN_ID}={proxy.url}",
+            MG_EVM_NOT_LANDED_CONFIRM_SECONDS="30",
+            **RECOVER_FAST,
+        ).wait_ready()
+        ids = seed(dsn, local, ["0.5"], batch="lost")
+        wait_until(lambda: all_completed(dsn, ids), 60, "the send to complete")
+        assert proxy.lost >= 1 and proxy.nulls >= 1  # both faults were really served
+    finally:
+        proxy.close()
+    assert [(r[0], r[3]) for r in intents(dsn)] == [("success", 1)]  # one attempt
+    assert ccip_send_count(anvil, local.router) == 1  # one ccipSend in all
+    assert token_balance(anvil, local.bnm, local.receiver) == WEI // 2
+
+
 def test_sends_prepared_side_by_side_each_raise_their_own_allowance(anvil, dsn, procs) -> None:
     """One batch claims three sends from one signer: each raises the router's allowance by
     its own amount, so none spends another's (a set-not-raised approve would revert two)."""

@@ -74,13 +74,38 @@ def launch(procs: list, dsn: str, anvil, **env: str) -> RuntimeProcess:
             MG_DATABASE_URL=dsn,
             MG_DB_POOL_MAX_SIZE="20",
             MG_PROVIDERS="evm",
-            MG_EVM_RPC_URLS=f"{CHAIN_ID}={anvil.url}",
             MG_EVM_SIGNER_PRIVATE_KEY=KEYS[0],
-            **env,
+            **{"MG_EVM_RPC_URLS": f"{CHAIN_ID}={anvil.url}", **env},
         )
     )
     procs.append(proc)
     return proc
+
+
+def test_read_lag_and_lost_replies_end_completed_and_pay_once(anvil, dsn, procs) -> None:
+    """Issue 24's read lag in a real runtime: lookups of a just-broadcast hash answer null
+    for 1.5 s and every broadcast's reply is lost. On main 5 of 5 ended FAILED
+    (EVM_NOT_BROADCAST) while all 5 were mined."""
+    from evm.lagproxy import LagProxy
+
+    before, sent_before = anvil.balance(ADDRESSES[1]), anvil.nonce(ADDRESSES[0])
+    proxy = LagProxy(anvil.url, lag=1.5, lose_send_replies=True)
+    try:
+        launch(
+            procs,
+            dsn,
+            anvil,
+            MG_EVM_RPC_URLS=f"{CHAIN_ID}={proxy.url}",
+            MG_EVM_NOT_LANDED_CONFIRM_SECONDS="30",
+            **RECOVER_FAST,
+        ).wait_ready()
+        ids = seed(dsn, ["1"] * 5, batch="lag")
+        wait_until(lambda: all_completed(dsn, ids), 60, "five lagging transfers to complete")
+        assert proxy.lost >= 5 and proxy.nulls >= 1
+    finally:
+        proxy.close()
+    assert anvil.balance(ADDRESSES[1]) - before == 5 * WEI  # 5 movements, 5 payments
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 5
 
 
 def test_a_movement_moves_eth_with_one_transaction(anvil, dsn, procs) -> None:
