@@ -372,3 +372,30 @@ async def test_prepare_counts_gas_with_a_margin_in_the_balance_check(anvil, dsn,
         await registry.aclose()
     assert refused.value.code == "EVM_INSUFFICIENT_FUNDS"
     assert query(dsn, "SELECT request_node_id FROM evm_nonce_reservations") == [("margin",)]
+
+
+async def test_a_block_tag_depth_completes_only_once_the_tagged_block_covers_it(
+    anvil, dsn, db
+) -> None:
+    registry = build_registry(
+        settings_for(anvil.url, dsn, MG_EVM_CONFIRMATIONS_BY_CHAIN=f"{CHAIN_ID}=finalized"), db
+    )
+    executor = registry.executor_for("evm_transfer")
+    dest = fresh_address()
+    try:
+        ctx = context("final", dest)
+        refs = await send(registry, ctx)
+        seen = await executor.observe(with_refs(ctx, refs))
+        assert seen.status is ObserveStatus.PENDING  # mined, not yet finalized
+        finalized = anvil.call("eth_getBlockByNumber", "finalized", False)
+        mined = anvil.call("eth_getTransactionReceipt", refs["tx_hash"])["blockNumber"]
+        assert int(finalized["number"], 16) < int(mined, 16)
+        seen, _ = await observe_until_done(
+            executor, ctx, refs, mine=lambda: anvil.call("anvil_mine", "0x10")
+        )
+        assert seen.status is ObserveStatus.COMPLETED
+        finalized = anvil.call("eth_getBlockByNumber", "finalized", False)
+        assert int(finalized["number"], 16) >= int(mined, 16)
+    finally:
+        await registry.aclose()
+    assert anvil.balance(dest) == WEI
