@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from qtg.db import Database, Jsonb, Tx, sql_family
 from qtg.domain.evm import NonceVerdict, nonce_verdict
 from qtg.providers.base import RetryLater
+from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
 
 if TYPE_CHECKING:
     from qtg.providers.evm.outcome import ChainJudge
-    from qtg.providers.evm.rpc import EvmRpc
 
 SQL = sql_family(
     "evm_nonces",
@@ -243,9 +243,19 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
         async with ctx.db.transaction() as tx:
             accounts = await tx.fetch(SQL.accounts, {})
         for account in accounts:
-            if account["chain_id"] in rpcs:
+            if account["chain_id"] not in rpcs:
+                continue
+            try:
                 settled += await reconcile_account(
                     ctx, judge, rpcs[account["chain_id"]], account["chain_id"], account["address"]
+                )
+            except (RpcError, RpcUnavailable) as exc:
+                # the chain did not answer: nothing was changed, the next pass tries again
+                # (an RPC outage must not take the core group down through this pass)
+                log.warning(
+                    "nonce reconcile skipped: chain %s did not answer: %s",
+                    account["chain_id"],
+                    type(exc).__name__,
                 )
     return settled
 

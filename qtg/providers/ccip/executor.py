@@ -67,7 +67,12 @@ from qtg.providers.base import (
     SubmitResult,
 )
 from qtg.providers.evm.executor import crash_point
-from qtg.providers.evm.outcome import ChainJudge, Look, raw_tx_hash
+from qtg.providers.evm.outcome import (
+    REBROADCAST_EVERY_SECONDS,
+    ChainJudge,
+    Look,
+    raw_tx_hash,
+)
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import ccip as intents
@@ -450,7 +455,13 @@ class CcipExecutor:
         )
 
     async def _resend(
-        self, ctx: ExecutionContext, refs: dict[str, Any], seen: Look, *, replace: bool
+        self,
+        ctx: ExecutionContext,
+        refs: dict[str, Any],
+        seen: Look,
+        *,
+        replace: bool,
+        unless_within: float = 0.0,
     ) -> None:
         """The send's nonce is unconsumed: its allowance raises (still unconsumed) and the
         send go out again, the same bytes; or the send is replaced with a fee bump."""
@@ -470,7 +481,7 @@ class CcipExecutor:
                 request_node_id=key,
                 attempt_no=ctx.attempt_no,
             )
-            await self._judge.rebroadcast(chain_id, txs)
+            await self._judge.rebroadcast(chain_id, txs, unless_within=unless_within)
         if replace:
             new_hash = await self._judge.replace(
                 chain_id, seen.txs, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
@@ -478,7 +489,7 @@ class CcipExecutor:
             if new_hash is not None:
                 refs["tx_hash"] = new_hash
         else:
-            await self._judge.rebroadcast(chain_id, seen.txs)
+            await self._judge.rebroadcast(chain_id, seen.txs, unless_within=unless_within)
 
     def _approval_keys(self, ctx: ExecutionContext) -> set[str]:
         try:
@@ -514,7 +525,13 @@ class CcipExecutor:
                 ),
             )
         if verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
-            await self._resend(ctx, refs, seen, replace=verdict is Verdict.REPLACE_WITH_BUMP)
+            await self._resend(
+                ctx,
+                refs,
+                seen,
+                replace=verdict is Verdict.REPLACE_WITH_BUMP,
+                unless_within=REBROADCAST_EVERY_SECONDS,
+            )
         return ObserveResult(
             status=ObserveStatus.PENDING,
             provider_refs=refs,

@@ -44,7 +44,12 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
-from qtg.providers.evm.outcome import ChainJudge, Look, raw_tx_hash
+from qtg.providers.evm.outcome import (
+    REBROADCAST_EVERY_SECONDS,
+    ChainJudge,
+    Look,
+    raw_tx_hash,
+)
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import evm_nonces
@@ -326,7 +331,9 @@ class EvmExecutor:
             if new_hash is not None:
                 refs["tx_hash"] = new_hash
         elif verdict is Verdict.WAIT_REBROADCAST:
-            await self._judge.rebroadcast(chain_id, seen.txs)
+            await self._judge.rebroadcast(
+                chain_id, seen.txs, unless_within=REBROADCAST_EVERY_SECONDS
+            )
         return ObserveResult(
             status=ObserveStatus.PENDING,
             provider_refs=refs,

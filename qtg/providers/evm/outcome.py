@@ -40,6 +40,8 @@ log = logging.getLogger("qtg.providers.evm.outcome")
 
 #: How long a transfer whose fee is above its cap waits before it is looked at again.
 FEE_CAP_RETRY_SECONDS = 30.0
+#: observe sends unmined bytes again at most this often (recovery: at every look).
+REBROADCAST_EVERY_SECONDS = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +176,18 @@ class ChainJudge:
         await evm_nonces.touch_broadcast(self._db, raw_tx_hash(raw))
         return True
 
-    async def rebroadcast(self, chain_id: int, txs: list[dict[str, Any]]) -> None:
-        if txs:
-            await self.broadcast(chain_id, txs[-1]["raw"])
+    async def rebroadcast(
+        self, chain_id: int, txs: list[dict[str, Any]], *, unless_within: float = 0.0
+    ) -> None:
+        """Send the newest kept bytes again; not when they went out less than
+        `unless_within` seconds ago (observe looks every second: a mempool that has
+        them does not need them every second)."""
+        if not txs:
+            return
+        since = txs[-1].get("since_broadcast_seconds")
+        if since is not None and since < unless_within:
+            return
+        await self.broadcast(chain_id, txs[-1]["raw"])
 
     async def replace(
         self,
