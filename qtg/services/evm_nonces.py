@@ -51,6 +51,7 @@ SQL = sql_family(
     "newest_signed",
     "reopen",
     "take_for_gap_fill",
+    "db_now",
 )
 
 log = logging.getLogger("qtg.services.evm_nonces")
@@ -206,6 +207,7 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
     rpcs: dict[int, EvmRpc] = getattr(ctx.providers, "evm_rpcs", {})
     settled = 0
     async with ctx.db.transaction() as tx:
+        started = await tx.fetchval(SQL.db_now, {})
         rows = await tx.fetch(
             SQL.claim_stale,
             {
@@ -247,7 +249,12 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
                 continue
             try:
                 settled += await reconcile_account(
-                    ctx, judge, rpcs[account["chain_id"]], account["chain_id"], account["address"]
+                    ctx,
+                    judge,
+                    rpcs[account["chain_id"]],
+                    account["chain_id"],
+                    account["address"],
+                    pass_started=started,
                 )
             except (RpcError, RpcUnavailable) as exc:
                 # the chain did not answer: nothing was changed, the next pass tries again
@@ -261,7 +268,13 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
 
 
 async def reconcile_account(
-    ctx: ServiceContext, judge: ChainJudge, rpc: EvmRpc, chain_id: int, address: str
+    ctx: ServiceContext,
+    judge: ChainJudge,
+    rpc: EvmRpc,
+    chain_id: int,
+    address: str,
+    *,
+    pass_started: Any = None,
 ) -> int:
     """One account against the chain's count (issue 24), under the account lock:
 
@@ -271,7 +284,9 @@ async def reconcile_account(
       again (a mempool may have dropped them: the same bytes are the same transaction);
     - a released nonce below a live one is a gap that blocks every later transaction:
       it is filled with a zero-value transfer to ourselves, kept and audited
-      (`evm_nonce_gap_filled`) before it is broadcast.
+      (`evm_nonce_gap_filled`) before it is broadcast. Released before this pass
+      (`pass_started`): one this pass released itself is first offered to the next
+      reservation, and filled by the next pass, one interval later, if none took it.
     """
     count = await rpc.nonce(address, "latest")
     fees: tuple[int, int] | None = None
@@ -288,7 +303,11 @@ async def reconcile_account(
         await tx.execute(SQL.lock_account, args)
         rows = await tx.fetch(
             SQL.above_count,
-            {**args, "stale_seconds": ctx.settings.evm_nonce_reservation_stale_seconds},
+            {
+                **args,
+                "stale_seconds": ctx.settings.evm_nonce_reservation_stale_seconds,
+                "pass_started": pass_started,
+            },
         )
         top = max((r["nonce"] for r in rows if r["state"] != "released"), default=-1)
         for row in rows:
@@ -302,7 +321,12 @@ async def reconcile_account(
                 await tx.execute(SQL.reopen, {"id": row["id"]})
                 changed += 1
             elif not (row["state"] in ("broadcast", "reserved") and row["stale"]):
-                if row["state"] == "released" and row["nonce"] < top and fees is not None:
+                if (
+                    row["state"] == "released"
+                    and row["before_pass"] is not False
+                    and row["nonce"] < top
+                    and fees is not None
+                ):
                     raw = await _fill(tx, judge, chain_id, address, row, fees)
                     to_send.append(raw)
                     changed += 1

@@ -226,9 +226,7 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
             found[i] = await _look(ctx, c.snap, c.node, c.row["db_now"])
             return
         # cut off well inside the lease: nobody else observes the node meanwhile
-        found[i] = Observed(
-            ObserveStatus.PENDING, detail=f"observe took longer than {limit:g} s"
-        )
+        found[i] = Observed(ObserveStatus.PENDING, detail=f"observe took longer than {limit:g} s")
 
     if len(claimed) == 1:
         await look(0)

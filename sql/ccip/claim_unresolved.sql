@@ -4,8 +4,8 @@
 -- network class (issue 25): another class's intent is stranded and paged by its
 -- own runtimes, which have the clients for its chains. The request is read, not
 -- locked (network_class never changes).
-SELECT i.id, i.request_node_id, i.attempt_no, i.chain_id, i.sender, i.nonce, i.tx_hash, i.state, i.lane, i.message_id,
-       i.block_number, n.request_id, n.id AS node_id, n.node_key
+SELECT i.id, i.request_node_id, i.attempt_no, i.chain_id, i.sender, i.nonce, i.tx_hash, i.state,
+       i.lane, i.message_id, i.block_number, n.request_id, n.id AS node_id, n.node_key
 FROM ccip_send_intents i
 JOIN movement_request_nodes n ON n.id = i.request_node_id
 JOIN movement_requests r ON r.id = n.request_id
