@@ -128,6 +128,39 @@ def test_a_send_whose_reply_is_lost_behind_a_lagging_rpc_is_sent_once(anvil, dsn
     assert token_balance(anvil, local.bnm, local.receiver) == WEI // 2
 
 
+def test_a_dropped_send_and_its_allowance_raise_are_sent_again_once(anvil, dsn, procs):
+    """Issue 24: a mempool drops the allowance raise and the ccipSend; qtg sends the kept
+    bytes again (never a new nonce, never FAILED) and the message is delivered once."""
+    local = set_up(anvil)
+    anvil.call("evm_setAutomine", False)
+    try:
+        launch(procs, dsn, anvil, local).wait_ready()
+        ids = seed(dsn, local, ["0.5"], batch="dropped")
+        signed = "SELECT tx_hash FROM evm_signed_transactions ORDER BY nonce"
+        hashes = wait_until(
+            lambda: (
+                rows
+                if len(rows := query(dsn, signed)) == 2
+                and all(anvil.call("eth_getTransactionByHash", h) for (h,) in rows)
+                else None
+            ),
+            30,
+            "the raise and the send in the mempool",
+        )
+        for (tx_hash,) in hashes:
+            anvil.call("anvil_dropTransaction", tx_hash)
+        assert not any(anvil.call("eth_getTransactionByHash", h) for (h,) in hashes)
+        anvil.call("evm_setAutomine", True)  # what comes back now is mined at once
+        wait_until(lambda: all_completed(dsn, ids), 60, "the re-sent send to be delivered")
+    finally:
+        anvil.call("evm_setAutomine", True)
+    assert [(r[0], r[3]) for r in intents(dsn)] == [("success", 1)]
+    assert ccip_send_count(anvil, local.router) == 1
+    assert token_balance(anvil, local.bnm, local.receiver) == WEI // 2
+    for (tx_hash,) in hashes:  # the very bytes that were dropped
+        assert anvil.call("eth_getTransactionReceipt", tx_hash)["status"] == "0x1"
+
+
 def test_sends_prepared_side_by_side_each_raise_their_own_allowance(anvil, dsn, procs) -> None:
     """One batch claims three sends from one signer: each raises the router's allowance by
     its own amount, so none spends another's (a set-not-raised approve would revert two)."""

@@ -284,6 +284,7 @@ class CcipExecutor:
     async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
         lane, s = self._send(ctx)
         rpc = self._rpcs[lane.chain_id]
+        await self._judge.fees(lane.chain_id)  # above MG_EVM_FEE_CAPS: wait before any nonce
         sender = self._signer.address
         quoted = int(
             await rpc.eth_call(lane.router, get_fee_data(lane.dest_selector, s["message"])), 16
@@ -381,7 +382,9 @@ class CcipExecutor:
                 kind="payment",
                 tx_hash=approval["tx_hash"],
                 raw=approval["raw"],
-                payload=approval["tx"],
+                # prepared before issue 24 (no "tx"): the send's fees stand in (a raise is
+                # only ever re-sent, never replaced)
+                payload=approval.get("tx") or {**tx, "nonce": str(approval["nonce"])},
                 request_node_id=f"{ctx.request_node_id}:approve:{approval['token']}",
                 attempt_no=ctx.attempt_no,
             )
