@@ -410,3 +410,17 @@ async def test_a_block_tag_depth_completes_only_once_the_tagged_block_covers_it(
     finally:
         await registry.aclose()
     assert anvil.balance(dest) == WEI
+
+
+async def test_recovery_leaves_an_unverified_effect_to_a_person(anvil, dsn, db) -> None:
+    token = deploy_token(anvil, 1_000)
+    anvil.call("anvil_setCode", token, "0x600160005260206000f3")
+    registry = build_registry(settings_for(anvil.url, dsn), db)
+    executor = registry.executor_for("evm_transfer")
+    try:
+        ctx = context("swapped-rec", fresh_address(), "50", token=token)
+        refs = await send(registry, ctx)
+        outcome = await executor.recover(with_refs(ctx, refs))
+    finally:
+        await registry.aclose()
+    assert outcome.outcome is RecoverOutcome.UNKNOWN  # not SUBMITTED, not COMPLETED

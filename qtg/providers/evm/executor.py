@@ -385,6 +385,13 @@ class EvmExecutor:
                 outcome=RecoverOutcome.UNKNOWN,
                 error_detail="the nonce looks used by another transaction; confirming later",
             )
+        if verdict is Verdict.NEEDS_PERSON:
+            # mined without the token's Transfer log: no chain evidence will decide it;
+            # the node stays UNKNOWN (EVM_EFFECT_UNVERIFIED) for a person
+            return RecoverResult(
+                outcome=RecoverOutcome.UNKNOWN,
+                error_detail="mined without the token's Transfer log: a person must decide",
+            )
         if verdict is Verdict.WAIT_REBROADCAST or verdict is Verdict.REPLACE_WITH_BUMP:
             # e.g. a crash after the write-ahead, before the broadcast: send the same bytes
             await self._judge.rebroadcast(where["chain_id"], seen.txs)
