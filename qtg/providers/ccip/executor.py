@@ -63,6 +63,7 @@ from qtg.providers.base import (
     PreparedAction,
     RecoverOutcome,
     RecoverResult,
+    RetryLater,
     SubmitRejected,
     SubmitResult,
 )
@@ -274,11 +275,26 @@ class CcipExecutor:
     async def preflight(self, ctx: ExecutionContext) -> None:
         if ctx.action_type == "ccip_delivery":
             return
-        lane, _ = self._send(ctx)
+        lane, send = self._send(ctx)
         rpc = self._rpcs[lane.chain_id]
         if await rpc.chain_id_on_chain() != lane.chain_id:
             raise PreflightError(
                 f"chain at {rpc.url} is not chain {lane.chain_id}", code="CCIP_CHAIN_MISMATCH"
+            )
+        # Issue 24: a lane whose router, ramps or pools drifted from the configuration, or a
+        # token whose code drifted, may move money anywhere: hold, do not fail, until the
+        # finding clears. A sidecar that does not answer (`reachable`) is no such evidence.
+        held = [
+            f"{subject} {f['check_name']}"
+            for subject in (f"ccip:{lane.name}", send["token"])
+            for f in await evm_nonces.open_drift(self._db, chain_id=lane.chain_id, subject=subject)
+            if f["check_name"] != "reachable"
+        ]
+        if held:
+            raise RetryLater(
+                f"open drift findings ({', '.join(held)}); held until cleared",
+                code="CCIP_DRIFT_HOLD",
+                retry_after_seconds=60.0,
             )
 
     async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
