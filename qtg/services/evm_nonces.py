@@ -9,8 +9,12 @@ are in migrations/0010_evm_nonce_reservations.sql.
 
 evm_nonce_reaper reclaims stale reservations deciding from the chain alone
 (`qtg.domain.evm.nonce_verdict`); rows are claimed FOR UPDATE SKIP LOCKED so
-several runtimes share the work. Any error is raised: the worker is in the core
-fail-fast group, as the reference says.
+several runtimes share the work. Any error of that step is raised: the worker is
+in the core fail-fast group, as the reference says. Then (issue 24) each account
+is reconciled with the chain's count (`reconcile_account`): reorged nonces
+reopened, stale broadcasts sent again from their kept bytes
+(evm_signed_transactions, migration 0018), gaps filled; a chain that does not
+answer skips that account until the next pass.
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ SQL = sql_family(
     "for_attempt",
     "take_released",
     "take_next",
-    "record_tx_hash",
     "mark",
     "claim_stale",
     "settle",
@@ -93,15 +96,6 @@ async def for_attempt(db: Database, *, request_node_id: str, attempt_no: int) ->
             SQL.for_attempt, {"request_node_id": request_node_id, "attempt_no": attempt_no}
         )
     return dict(row) if row is not None else None
-
-
-async def record_tx_hash(db: Database, *, chain_id: int, address: str, nonce: int, tx_hash: str):
-    """Write-ahead of the broadcast: a crash after this leaves a hash to look up."""
-    async with db.transaction() as tx:
-        await tx.execute(
-            SQL.record_tx_hash,
-            {"chain_id": chain_id, "address": address.lower(), "nonce": nonce, "tx_hash": tx_hash},
-        )
 
 
 async def mark(db: Database, *, chain_id: int, address: str, nonce: int, state: str) -> None:
