@@ -1,26 +1,27 @@
--- Issue 15, the batch claim: up to %(limit)s READY nodes, FIFO by request age
--- (movement_requests.created_at ASC, then node id), locked with their
--- requests in ONE statement: FOR NO KEY UPDATE OF node, request (see
--- qtg/services/dispatch.py on why NO KEY UPDATE and on lock order).
+-- Issue 15, the batch claim, made fair (issue 25 item 6): the oldest READY
+-- node of each of up to %(limit)s ready requests, oldest request first
+-- (movement_requests.created_at ASC), locked with its request in ONE
+-- statement: FOR NO KEY UPDATE of node and request (see
+-- qtg/services/dispatch.py on why NO KEY UPDATE). One node per request per
+-- batch, picked here: a 200-node fan-out takes one slot of a batch, like a
+-- 1-node movement beside it, so every ready request gets its turn at each pass
+-- instead of waiting behind the wide one's 200 nodes (the batch kept only the
+-- first row per request anyway; the others used to fill the claim, locked,
+-- for nothing).
 --
--- A streaming walk, not a scan: n.request_created_at is the node's copy of
--- its request's created_at (migrations/0017, written by a trigger from the
--- immutable request column), so the partial index
--- movement_request_nodes_ready_fifo (request_created_at, id) WHERE READY and
--- not manual yields candidates already in claim order, each joined to its
--- request by primary key, and the walk stops once %(limit)s rows are locked.
--- SKIP LOCKED drops a candidate whose node or request someone else holds;
--- PostgreSQL re-checks the WHERE clause on each row it locks, so a node that
--- moved since the index was read is dropped too. A node locked before its
--- request was found held stays locked (still READY) until this transaction
--- ends: the next pass takes it.
---
--- DISTINCT ON cannot be combined with FOR UPDATE, so this may return several
--- nodes of one request (a fan-out plan). dispatch_batch keeps the first row
--- per request (claim order) and leaves the others out of the batch: they stay
--- locked, still READY, until the write-ahead commit ends the transaction,
--- and the next pass (the loop runs one at once after a pass that claimed
--- anything) takes them.
+-- A bounded walk, whatever the planner's statistics say (issue 29):
+-- `heads` is a skip scan of the partial index movement_request_nodes_ready_heads
+-- (request_created_at, request_id, id) WHERE READY and not manual
+-- (migrations/0021): each step is one index probe for the next (created_at,
+-- request) pair, and the recursion runs only as far as the outer LIMIT pulls
+-- it. n.request_created_at is the node's copy of its request's immutable
+-- created_at (migrations/0017). Each head's request is a LATERAL sub-select
+-- whose only indexable condition is its primary key (the state and class
+-- tests are wrapped in IS TRUE), locked there SKIP LOCKED; then its oldest
+-- READY node that nobody holds, locked SKIP LOCKED. PostgreSQL re-checks each
+-- sub-select's conditions on the row version it locks, so a request or node
+-- that moved since the walk read it is dropped; a request that is not ready
+-- (or of another class) is walked past, and its READY nodes are not touched.
 --
 -- ready_at: when the node became READY (migrations/0016); in_state_seconds:
 -- how long ago that was on the database's clock, for the pickup histogram.
@@ -28,6 +29,24 @@
 -- plan's edges as stored now (sql/progress/load_plan_edges.sql) come with the
 -- claim: the claim locked that request row, so re-reading it would only cost
 -- round trips (progress.snapshots_from_claim).
+WITH RECURSIVE heads AS (
+    (SELECT n.request_created_at, n.request_id
+     FROM movement_request_nodes n
+     WHERE n.node_state = 'READY' AND n.node_kind <> 'manual'
+     ORDER BY n.request_created_at, n.request_id
+     LIMIT 1)
+    UNION ALL
+    SELECT nxt.request_created_at, nxt.request_id
+    FROM heads h
+    CROSS JOIN LATERAL (
+        SELECT n.request_created_at, n.request_id
+        FROM movement_request_nodes n
+        WHERE n.node_state = 'READY' AND n.node_kind <> 'manual'
+          AND (n.request_created_at, n.request_id) > (h.request_created_at, h.request_id)
+        ORDER BY n.request_created_at, n.request_id
+        LIMIT 1
+    ) nxt
+)
 SELECT n.id, n.request_id,
        r.request_state, r.compiled_plan_hash,
        r.intent, r.input_params,
@@ -44,14 +63,27 @@ SELECT n.id, n.request_id,
        coalesce(n.state_entered_at, n.updated_at) AS ready_at,
        extract(epoch FROM clock_timestamp() - coalesce(n.state_entered_at, n.updated_at))
            AS in_state_seconds
-FROM movement_request_nodes n
-JOIN movement_requests r ON r.id = n.request_id
+FROM heads h
+CROSS JOIN LATERAL (
+    SELECT r.id, r.request_state, r.compiled_plan_hash, r.intent, r.input_params,
+           r.current_frontier, r.template_version_id, r.template_id, r.created_at
+    FROM movement_requests r
+    WHERE r.id = h.request_id
+      AND (r.request_state IN ('APPROVED', 'EXECUTING')
+           AND r.network_class = %(network_class)s) IS TRUE
+    OFFSET 0
+    FOR NO KEY UPDATE SKIP LOCKED
+) r
+CROSS JOIN LATERAL (
+    SELECT n.id, n.request_id, n.state_entered_at, n.updated_at
+    FROM movement_request_nodes n
+    WHERE n.request_created_at = h.request_created_at
+      AND n.request_id = h.request_id
+      AND n.node_state = 'READY' AND n.node_kind <> 'manual'
+    ORDER BY n.id
+    LIMIT 1
+    FOR NO KEY UPDATE SKIP LOCKED
+) n
 JOIN movement_templates ON movement_templates.id = r.template_id
 JOIN template_versions ON template_versions.id = r.template_version_id
-WHERE n.node_state = 'READY'
-  AND n.node_kind <> 'manual'
-  AND r.request_state IN ('APPROVED', 'EXECUTING')
-  AND r.network_class = %(network_class)s
-ORDER BY n.request_created_at, n.id
 LIMIT %(limit)s
-FOR NO KEY UPDATE OF n, r SKIP LOCKED

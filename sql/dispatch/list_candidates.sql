@@ -2,13 +2,24 @@
 -- of this deployment's network class. Requests on which a claim already missed
 -- in this walk are excluded (beyond the reference: every READY node of a held
 -- request misses). Manual nodes are never dispatched: an operator completes them.
+--
+-- An index walk of movement_request_nodes_ready_heads (request_created_at,
+-- request_id, id) WHERE READY and not manual (migrations/0021), stopping at
+-- its LIMIT; each node's request by primary key only (a LATERAL sub-select,
+-- its tests wrapped in IS TRUE; see sql/observe/claim_batch.sql), so it does
+-- not walk the request history whatever the statistics say (issue 25 item 7).
 SELECT n.id, n.request_id
 FROM movement_request_nodes n
-JOIN movement_requests r ON r.id = n.request_id
+CROSS JOIN LATERAL (
+    SELECT r.id
+    FROM movement_requests r
+    WHERE r.id = n.request_id
+      AND (r.request_state IN ('APPROVED', 'EXECUTING')
+           AND r.network_class = %(network_class)s) IS TRUE
+    OFFSET 0
+) r
 WHERE n.node_state = 'READY'
   AND n.node_kind <> 'manual'
-  AND r.request_state IN ('APPROVED', 'EXECUTING')
-  AND r.network_class = %(network_class)s
   AND NOT (n.request_id = ANY(%(tried)s::uuid[]))
-ORDER BY r.created_at ASC, n.id
+ORDER BY n.request_created_at, n.request_id, n.id
 LIMIT %(limit)s

@@ -6,18 +6,36 @@
 -- and SUBMITTING nodes past the lane's grace cutoff (stranded between the
 -- write-ahead commit and submit's return). Observation timeouts are left for
 -- an operator (reference §2).
+--
+-- Rows another process holds are left out here (FOR SHARE ... SKIP LOCKED;
+-- run on its own, the statement's locks end with it): otherwise held nodes
+-- fill the lane's page, every claim misses, and a due node behind them is
+-- never reached (issue 25 item 4).
+--
+-- An index walk of movement_request_nodes_recoverable (updated_at) WHERE
+-- UNKNOWN or SUBMITTING, stopping at its LIMIT (the due test is wrapped in
+-- IS TRUE so no other partial index offers a bitmap scan and a sort of every
+-- match: an arm may face thousands of UNKNOWN nodes after an outage); each node's request by
+-- primary key only (a LATERAL sub-select, its tests wrapped in IS TRUE; see
+-- sql/observe/claim_batch.sql), so the plan holds whatever the statistics say.
 SELECT n.id
 FROM movement_request_nodes n
-JOIN movement_requests r ON r.id = n.request_id
-WHERE r.request_state = 'EXECUTING'
-  AND r.network_class = %(network_class)s
+CROSS JOIN LATERAL (
+    SELECT r.id
+    FROM movement_requests r
+    WHERE r.id = n.request_id
+      AND (r.request_state = 'EXECUTING' AND r.network_class = %(network_class)s) IS TRUE
+    OFFSET 0
+) r
+WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING')
   AND ((n.node_state = 'UNKNOWN' AND n.error_code IS DISTINCT FROM 'OBSERVATION_TIMEOUT'
-        AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
-       OR (n.node_state = 'SUBMITTING'
-           AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s)))
+         AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
+        OR (n.node_state = 'SUBMITTING'
+            AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s))) IS TRUE
   AND CASE WHEN %(lane_pattern)s::text IS NULL
            THEN NOT (n.action_type LIKE ANY(%(named_patterns)s::text[]))
            ELSE n.action_type LIKE %(lane_pattern)s::text
       END
 ORDER BY n.updated_at ASC
 LIMIT %(limit)s
+FOR SHARE OF n, r SKIP LOCKED
