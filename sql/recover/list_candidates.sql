@@ -28,14 +28,14 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) r
 WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING')
-  AND ((n.node_state = 'UNKNOWN' AND n.error_code IS DISTINCT FROM 'OBSERVATION_TIMEOUT'
-         AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
-        OR (n.node_state = 'SUBMITTING'
-            AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s))) IS TRUE
-  AND CASE WHEN %(lane_pattern)s::text IS NULL
-           THEN NOT (n.action_type LIKE ANY(%(named_patterns)s::text[]))
-           ELSE n.action_type LIKE %(lane_pattern)s::text
-      END
+  AND coalesce(((n.node_state = 'UNKNOWN' AND n.error_code IS DISTINCT FROM 'OBSERVATION_TIMEOUT'
+                  AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
+                 OR (n.node_state = 'SUBMITTING'
+                     AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s)))
+                AND CASE WHEN %(lane_pattern)s::text IS NULL
+                         THEN NOT (n.action_type LIKE ANY(%(named_patterns)s::text[]))
+                         ELSE n.action_type LIKE %(lane_pattern)s::text
+                    END, false)
 ORDER BY n.updated_at ASC
 LIMIT %(limit)s
 FOR SHARE OF n, r SKIP LOCKED
