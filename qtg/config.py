@@ -152,6 +152,9 @@ class Settings:
         "MG_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS", 30.0
     )
     template_proposal_ttl_seconds: float = interval("MG_TEMPLATE_PROPOSAL_TTL_SECONDS", 86_400.0)
+    # The most nodes a template version may have (issue 25 item 6): a movement
+    # of 10,000 nodes took hours and slowed every other movement's pickup.
+    template_max_nodes: int = count("MG_TEMPLATE_MAX_NODES", 200)
     executor_health_interval_seconds: float = interval("MG_EXECUTOR_HEALTH_INTERVAL_SECONDS", 60.0)
     audit_outbox_promoter_interval_seconds: float = interval(
         "MG_AUDIT_OUTBOX_PROMOTER_INTERVAL_SECONDS", 1.0

@@ -86,6 +86,7 @@ async def create_proposal(
     """Propose a new version of `template_key` (the template need not exist yet)."""
     risk_controls = {} if risk_controls is None else risk_controls
     templates.check_template_header(template_key, name, risk_controls)
+    templates.check_template_size(graph, settings.template_max_nodes)
     description = "" if description is None else description
     if not isinstance(description, str):
         raise InvalidInput("description must be a string", detail={"field": "description"})
@@ -167,7 +168,12 @@ async def _decide(
 
 
 async def approve_proposal(
-    db: Database, proposal_id: object, *, actor: str, note: str | None = None
+    db: Database,
+    proposal_id: object,
+    *,
+    actor: str,
+    note: str | None = None,
+    max_nodes: int = templates.DEFAULT_TEMPLATE_MAX_NODES,
 ) -> dict[str, Any]:
     """PENDING_REVIEW → APPROVED and the new template version, in one transaction."""
     note = _note(note)
@@ -197,6 +203,7 @@ async def approve_proposal(
                 graph=row["graph"],
                 risk_controls=row["risk_controls"],
                 actor=actor,
+                max_nodes=max_nodes,
             )
         except PlanError as exc:  # the plan rules changed since it was proposed
             raise _plan_error(exc) from None

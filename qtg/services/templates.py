@@ -30,6 +30,28 @@ SQL = sql_family(
 
 _TEMPLATE_KEY = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,127}$")
 
+#: MG_TEMPLATE_MAX_NODES's default (qtg.config keeps the setting).
+DEFAULT_TEMPLATE_MAX_NODES = 200
+
+
+def check_template_size(graph: Any, max_nodes: int) -> None:
+    """Refuse a graph of more than `max_nodes` nodes (InvalidInput naming the
+    limit), before compiling it: one very wide movement occupies the engine
+    for hours and slows every other movement (issue 25 item 6)."""
+    nodes = graph.get("nodes") if isinstance(graph, Mapping) else None
+    if isinstance(nodes, list) and len(nodes) > max_nodes:
+        raise InvalidInput(
+            f"graph.nodes has {len(nodes)} nodes; at most {max_nodes} are allowed"
+            " (MG_TEMPLATE_MAX_NODES)",
+            code="TEMPLATE_TOO_LARGE",
+            detail={
+                "field": "graph.nodes",
+                "nodes": len(nodes),
+                "limit": max_nodes,
+                "setting": "MG_TEMPLATE_MAX_NODES",
+            },
+        )
+
 
 def check_template_header(template_key: Any, name: Any, risk_controls: Any) -> None:
     """Refuse a bad template key, name or risk_controls (InvalidInput naming the field)."""
@@ -54,14 +76,17 @@ async def create_template_version_in(
     graph: Any,
     risk_controls: Mapping[str, Any] | None = None,
     actor: str,
+    max_nodes: int = DEFAULT_TEMPLATE_MAX_NODES,
 ) -> dict[str, Any]:
     """Create the template if needed and add a new ACTIVE version, in `tx`.
 
     Raises PlanError (naming the node or edge at fault) for an invalid graph
-    and InvalidInput for a bad key, name or risk_controls.
+    and InvalidInput for a bad key, name or risk_controls, or a graph of more
+    than `max_nodes` nodes (MG_TEMPLATE_MAX_NODES).
     """
     risk_controls = {} if risk_controls is None else risk_controls
     check_template_header(template_key, name, risk_controls)
+    check_template_size(graph, max_nodes)
     plan = compile_graph(graph)
     template = await tx.fetchrow(
         SQL.upsert_template,
@@ -137,6 +162,7 @@ async def create_template(
     graph: Any,
     risk_controls: Mapping[str, Any] | None = None,
     actor: str,
+    max_nodes: int = DEFAULT_TEMPLATE_MAX_NODES,
 ) -> dict[str, Any]:
     async with db.transaction() as tx:
         return await create_template_version_in(
@@ -147,6 +173,7 @@ async def create_template(
             graph=graph,
             risk_controls=risk_controls,
             actor=actor,
+            max_nodes=max_nodes,
         )
 
 

@@ -38,7 +38,11 @@ async def get_proposal(call: Call) -> Any:
 
 async def approve_proposal(call: Call) -> Any:
     return await proposals.approve_proposal(
-        call.ctx.db, call.path.proposal_id, actor=call.actor, note=call.body.note
+        call.ctx.db,
+        call.path.proposal_id,
+        actor=call.actor,
+        note=call.body.note,
+        max_nodes=call.ctx.settings.template_max_nodes,
     )
 
 

@@ -21,6 +21,7 @@ async def create_template(call: Call) -> Any:
         graph=body.graph,
         risk_controls=body.risk_controls,
         actor=call.actor,
+        max_nodes=call.ctx.settings.template_max_nodes,
     )
 
 
