@@ -86,7 +86,7 @@ HUB_START_TIMEOUT_SECONDS = 30.0
 #: After a signal, how long statements may run on before they are cancelled.
 SHUTDOWN_GRACE_SECONDS = 2.0
 
-SQL = sql_family("runtime", "cancel_statements")
+SQL = sql_family("runtime", "cancel_statements", "autovacuum")
 
 
 class StartupError(RuntimeError):
@@ -391,6 +391,7 @@ async def serve(
                             application_name=shutdown.application_name,
                         )
                         await _open(db)
+                        await warn_if_autovacuum_off(db)
                         if new_key:
                             await _adopt_for_new_embedded_key(db, settings)
                         if serves_api(args):
@@ -578,6 +579,19 @@ async def _open(db: Database) -> None:
         raise StartupError(
             f"cannot open the database pool within {db.connect_timeout:g} s: {describe_error(exc)}"
         ) from exc
+
+
+async def warn_if_autovacuum_off(db: Database) -> bool:
+    """One warning line when the database's autovacuum is off (issue 29): the
+    claims are written to keep their index walks on stale statistics, but
+    other queries, and the tables' bloat, still need it. True if it warned."""
+    if await db.fetchval(SQL.autovacuum):
+        return False
+    log.warning(
+        "the database's autovacuum is off (autovacuum or track_counts): planner statistics "
+        "and dead rows are left to manual ANALYZE/VACUUM; turn it on for a long-running runtime"
+    )
+    return True
 
 
 async def _run(
