@@ -1,11 +1,27 @@
 -- Status taken from the movement, for any transfer the trigger did not keep
 -- in step (it normally does, in the movement's own transaction); this
 -- runtime's network class only (issue 25).
+--
+-- Only open transfers (pending, movement_created, needs_attention) are
+-- walked: a transfer is linked to its movement only while open
+-- (sql/capital_transfers/link_movement.sql), and from then on the trigger
+-- (migrations/0011) moves it in every transaction that changes the
+-- movement's state. What can slip is the link racing a state change (the
+-- link read the state before that change committed, the trigger did not yet
+-- see the link): the transfer then stays open with an older status. So a
+-- completed or failed transfer needs no walk, and the pass no longer walks
+-- every transfer ever made (issue 25 item 7): an index walk of the partial
+-- index capital_transfer_requests_open (created_at), each movement by
+-- primary key only (a LATERAL sub-select, see sql/observe/claim_batch.sql),
+-- stopping at its LIMIT.
 WITH stale AS (
     SELECT t.id, qtg_capital_transfer_status(r.request_state) AS status
     FROM capital_transfer_requests t
-    JOIN movement_requests r ON r.id = t.request_id
-    WHERE t.status <> qtg_capital_transfer_status(r.request_state)
+    CROSS JOIN LATERAL (
+        SELECT r.request_state FROM movement_requests r WHERE r.id = t.request_id OFFSET 0
+    ) r
+    WHERE t.status IN ('pending', 'movement_created', 'needs_attention')
+      AND t.status <> qtg_capital_transfer_status(r.request_state)
       AND t.network_class = %(network_class)s
     ORDER BY t.created_at
     LIMIT %(limit)s
