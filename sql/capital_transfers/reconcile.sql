@@ -22,7 +22,10 @@ WITH stale AS (
     ) r
     WHERE t.status IN ('pending', 'movement_created', 'needs_attention')
       AND t.status <> qtg_capital_transfer_status(r.request_state)
-      AND t.network_class = %(network_class)s
+      -- coalesce: estimated at one half, where a plain equality on a column
+      -- without statistics is 0.005, which made the planner bitmap-scan every
+      -- open transfer and sort them (see sql/recover/list_candidates.sql)
+      AND coalesce(t.network_class = %(network_class)s, false)
     ORDER BY t.created_at
     LIMIT %(limit)s
     FOR UPDATE OF t SKIP LOCKED
