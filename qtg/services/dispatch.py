@@ -160,12 +160,13 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
 
     Every check of the single-node path runs per node, in `_prepare`, on the
     same locks (node and request, FOR NO KEY UPDATE): at most one node per
-    request is in a batch (`first_per_request`; the claim's other rows of that
-    request stay locked and READY until the write-ahead commit, for the next
-    pass), so each request's snapshot is its own and moves as in the serial
-    path. Nothing before the commit has a side effect. After it each
-    node is submitted by `submit_all`, all in one transaction holding the
-    batch's SUBMITTING rows — nodes of one nonce lane (`lane_key`) one after
+    request is in a batch — the claim picks the oldest READY node of each of
+    the oldest ready requests (migrations/0021), so every ready request gets
+    its turn at each pass, whatever the width of an older one (issue 25) — so
+    each request's snapshot is its own and moves as in the serial path.
+    Nothing before the commit has a side effect. After it each node is
+    submitted by `submit_all`, all in one transaction holding the batch's
+    SUBMITTING rows — nodes of one nonce lane (`lane_key`) one after
     the other in claim order, since their nonces were reserved in that order by
     `prepare`. One failing submit does not cancel the others (its error is
     raised once all finished and their outcomes are committed).
@@ -201,11 +202,11 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
 def first_per_request(rows: list[Any]) -> list[Any]:
     """The batch of a claim: its first row per request, in claim order.
 
-    The claim (sql/dispatch/claim_batch.sql) is an index walk that cannot
-    DISTINCT ON under FOR UPDATE, so it may lock several READY nodes of one
-    request (a fan-out plan). Only the first is prepared here; the others stay
-    locked and READY until this transaction ends, then the next pass takes
-    them — exactly as if the claim had skipped them.
+    The claim (sql/dispatch/claim_batch.sql) already returns one node per
+    request (a skip scan over the requests, migrations/0021); this keeps the
+    batch's invariant explicit should a claim ever return more. A row left out
+    would stay locked and READY until this transaction ends, then the next
+    pass would take it — exactly as if the claim had skipped it.
     """
     seen: set[Any] = set()
     out = []
