@@ -277,3 +277,26 @@ def test_demo_templates_still_run_with_the_ccxt_provider_registered(
                      30, "the demo templates") and trio.run(run)  # fmt: skip
     wait_until(lambda: all_completed(dsn, ids), 60, "the demo movements on the sandbox")
     assert venue.withdrawals() == []  # the sandbox ran them, not the venue
+
+
+def test_a_venue_down_during_recovery_leaves_the_node_unknown_until_it_answers(
+    anvil, chain, venue, credentials, dsn, procs
+) -> None:
+    venue.lose_replies = 1
+    launch(procs, dsn, anvil, credentials, MG_CCXT_WITHDRAWAL_GRACE_SECONDS="1",
+           MG_CCXT_WITHDRAWAL_RECHECK_SECONDS="1", **RECOVER_FAST).wait_ready()  # fmt: skip
+    ids = seed(dsn, chain, [(dest(9), "4")], "down")
+    wait_until(lambda: venue.withdrawals(), 30, "the withdrawal to be made")
+    venue.down = True  # the reply was lost and now the venue does not answer at all
+    # recovery asks again and again (far past grace and recheck) and never gives up on it
+    wait_until(
+        lambda: query(dsn, "SELECT recover_attempts FROM movement_request_nodes"
+                      " WHERE node_key = 'withdraw'")[0][0] >= 5,
+        30, "several recovery passes against the down venue",
+    )  # fmt: skip
+    assert withdraw_node(dsn, ids)[:2] == ("UNKNOWN", 1)
+    assert len(venue.withdrawals()) == 1
+    venue.down = False
+    wait_until(lambda: all_completed(dsn, ids), 60, "recovery to find it once the venue answers")
+    assert withdraw_node(dsn, ids)[1] == 1
+    assert_paid_once(anvil, chain, venue, {dest(9): "4"})
