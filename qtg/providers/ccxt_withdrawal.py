@@ -132,8 +132,12 @@ class CcxtWithdrawalExecutor:
         *,
         grace_seconds: float,
         recheck_seconds: float,
+        client_id_params: Mapping[str, str] = CLIENT_ID_PARAMS,
     ) -> None:
         self._db = db
+        # venue -> its withdraw's client-side id parameter; a venue missing here is
+        # matched by address + amount + time window instead
+        self._client_params = dict(client_id_params)
         self._exchanges = exchanges
         self._locks = {venue: trio.Lock() for venue in exchanges}
         self._grace = timedelta(seconds=grace_seconds)
@@ -167,7 +171,7 @@ class CcxtWithdrawalExecutor:
     async def _by_client_id(self, venue: str, client_id: str) -> dict[str, Any] | None:
         """The venue's history entry of this client id (None: the history shows none)."""
         rows = await self._call(
-            venue, "fetch_withdrawals", None, None, None, {CLIENT_ID_PARAMS[venue]: client_id}
+            venue, "fetch_withdrawals", None, None, None, {self._client_params[venue]: client_id}
         )
         found = [r for r in rows if (r.get("info") or {}).get("clientId") == client_id]
         if len(found) > 1:
@@ -259,7 +263,7 @@ class CcxtWithdrawalExecutor:
     ) -> SubmitResult:
         body = json.loads(prepared.payload)
         venue = self._venue(body["venue"])
-        client_param = CLIENT_ID_PARAMS.get(venue)
+        client_param = self._client_params.get(venue)
         client_id = client_id_for(idempotency_key)
         async with self._db.transaction() as tx:
             await tx.execute(
@@ -305,7 +309,7 @@ class CcxtWithdrawalExecutor:
         refs.update(ctx.node_provider_refs)
         venue = self._venue(refs.get("venue") or ctx.node_config.get("venue"))
         item = None
-        if refs.get("client_id") and venue in CLIENT_ID_PARAMS:
+        if refs.get("client_id") and venue in self._client_params:
             item = await self._by_client_id(venue, refs["client_id"])
         elif refs.get("withdrawal_id"):
             item = await self._call(venue, "fetch_withdrawal", str(refs["withdrawal_id"]))
@@ -355,7 +359,7 @@ class CcxtWithdrawalExecutor:
                 error_detail="no write-ahead record: the withdraw request never left",
             )
         venue = self._venue(row["venue"])
-        client_param = CLIENT_ID_PARAMS.get(venue)
+        client_param = self._client_params.get(venue)
         if client_param:
             item = await self._by_client_id(venue, row["client_id"])
         else:
