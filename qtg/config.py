@@ -290,9 +290,7 @@ class Settings:
     # reads that together prove it never happened (NOT_SUBMITTED).
     ccxt_withdraw_timeout_seconds: float = interval("MG_CCXT_WITHDRAW_TIMEOUT_SECONDS", 15.0)
     ccxt_withdrawal_grace_seconds: float = interval("MG_CCXT_WITHDRAWAL_GRACE_SECONDS", 300.0)
-    ccxt_withdrawal_recheck_seconds: float = interval(
-        "MG_CCXT_WITHDRAWAL_RECHECK_SECONDS", 60.0
-    )
+    ccxt_withdrawal_recheck_seconds: float = interval("MG_CCXT_WITHDRAWAL_RECHECK_SECONDS", 60.0)
     # One venue's pull that takes longer is recorded as failed; the others go on.
     cex_transfer_ingest_timeout_seconds: float = interval(
         "MG_CEX_TRANSFER_INGEST_TIMEOUT_SECONDS", 30.0

@@ -225,7 +225,9 @@ class OkxVenue:
                     "eth_sendTransaction",
                     {"from": self.hot_wallet, "to": self.token, "data": data, "gas": "0x30000"},
                 )
-                while await _rpc(client, self.anvil_url, "eth_getTransactionReceipt", tx_hash) is None:
+                # anvil mines at once; polling a remote node has no event to wait on
+                receipt = "eth_getTransactionReceipt"
+                while await _rpc(client, self.anvil_url, receipt, tx_hash) is None:  # noqa: ASYNC110
                     await trio.sleep(0.05)
                 with self.lock:
                     w.tx_id, w.state = tx_hash, "2"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import trio
+from evm.anvil import ADDRESSES, deploy_token
 from providers.helpers import make_context
 
-from evm.anvil import ADDRESSES, deploy_token
 from qtg.db import Query
 from qtg.providers.base import ObserveStatus, RecoverOutcome
 from qtg.providers.ccxt_withdrawal import CcxtWithdrawalExecutor
@@ -117,7 +117,8 @@ async def test_cex_withdrawal_status_follows_the_withdrawal_to_its_txid(db, sett
         provider_context=sent.provider_refs,
     )  # fmt: skip
     with trio.fail_after(20):
-        while (result := await ex.observe(status)).status == ObserveStatus.PENDING:
+        # the venue pays in its own time: poll as the observer would, with a deadline
+        while (result := await ex.observe(status)).status == ObserveStatus.PENDING:  # noqa: ASYNC110
             await trio.sleep(0.1)
     [wd] = venue.withdrawals()
     assert result.status == ObserveStatus.COMPLETED

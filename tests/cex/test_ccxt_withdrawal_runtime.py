@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 import trio
+from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, deploy_token, token_balance
 from runtime.rt_procs import RuntimeProcess, all_completed, base_env, query, wait_until
 
-from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, deploy_token, token_balance
 from qtg.config import Settings
 from qtg.db import Database
 from qtg.providers.ccxt_withdrawal import client_id_for
@@ -96,8 +96,18 @@ def venue(anvil, chain):
 @pytest.fixture
 def credentials(tmp_path, venue) -> str:
     path = tmp_path / "ccxt.json"
-    path.write_text(json.dumps({"okx": {"apiKey": API_KEY, "secret": SECRET,
-                                        "password": PASSPHRASE, "api_url": venue.url}}))
+    path.write_text(
+        json.dumps(
+            {
+                "okx": {
+                    "apiKey": API_KEY,
+                    "secret": SECRET,
+                    "password": PASSPHRASE,
+                    "api_url": venue.url,
+                }
+            }
+        )
+    )
     path.chmod(0o600)
     return str(path)
 
@@ -243,8 +253,18 @@ def test_a_bad_signature_is_refused_by_the_venue_and_fails_with_nothing_sent(
     anvil, chain, venue, tmp_path, dsn, procs
 ) -> None:
     path = tmp_path / "wrong.json"
-    path.write_text(json.dumps({"okx": {"apiKey": API_KEY, "secret": "not-the-secret",
-                                        "password": PASSPHRASE, "api_url": venue.url}}))
+    path.write_text(
+        json.dumps(
+            {
+                "okx": {
+                    "apiKey": API_KEY,
+                    "secret": "not-the-secret",
+                    "password": PASSPHRASE,
+                    "api_url": venue.url,
+                }
+            }
+        )
+    )
     launch(procs, dsn, anvil, str(path)).wait_ready()
     ids = seed(dsn, chain, [(dest(7), "1")], "badsig")
     wait_until(lambda: withdraw_node(dsn, ids)[0] == "FAILED", 30, "the node to fail")

@@ -16,8 +16,15 @@ import pytest
 from .okx_venue import API_KEY, PASSPHRASE, SECRET, OkxVenue
 
 
-def signed(method: str, path: str, body: str = "", *, secret: str = SECRET,
-           skew: timedelta = timedelta(0), passphrase: str = PASSPHRASE) -> dict[str, str]:
+def signed(
+    method: str,
+    path: str,
+    body: str = "",
+    *,
+    secret: str = SECRET,
+    skew: timedelta = timedelta(0),
+    passphrase: str = PASSPHRASE,
+) -> dict[str, str]:
     stamp = (datetime.now(UTC) + skew).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     sign = base64.b64encode(
         hmac.new(secret.encode(), (stamp + method + path + body).encode(), hashlib.sha256).digest()

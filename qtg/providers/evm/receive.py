@@ -127,8 +127,7 @@ class EvmReceiveExecutor:
                 provider_refs=refs,
                 error_code="EVM_RECEIVE_MISMATCH",
                 error_detail=(
-                    f"{txid} is mined but does not pay {want['value']} base units "
-                    f"to {want['to']}"
+                    f"{txid} is mined but does not pay {want['value']} base units to {want['to']}"
                 ),
             )
         return ObserveResult(
