@@ -97,6 +97,7 @@ class OkxVenue:
         self.slow_seconds = 0.0
         self.hide_history_seconds = 0.0
         self.port: int | None = None
+        self.listen_port = 0  # 0: any free port
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._cancel: trio.CancelScope | None = None
@@ -126,7 +127,7 @@ class OkxVenue:
             self._cancel = scope
             async with httpx.AsyncClient(timeout=10) as client, trio.open_nursery() as nursery:
                 listeners = await nursery.start(
-                    partial(trio.serve_tcp, self._handle, 0, host="127.0.0.1")
+                    partial(trio.serve_tcp, self._handle, self.listen_port, host="127.0.0.1")
                 )
                 self.port = listeners[0].socket.getsockname()[1]
                 nursery.start_soon(self._sender, client)
@@ -322,3 +323,41 @@ async def _rpc(client: httpx.AsyncClient, url: str, method: str, *params: Any) -
     if "error" in body:
         raise RuntimeError(body["error"])
     return body["result"]
+
+
+def main() -> None:
+    """`python tests/cex/okx_venue.py --anvil URL --port N --credentials FILE` (README session):
+    deploy a 6-decimal test USDC into anvil's first account (the venue's hot wallet), write
+    the ccxt credentials file for this venue, print the token's address, serve until ^C."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from evm.anvil import ADDRESSES, Anvil, deploy_token
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--anvil", default="http://127.0.0.1:8545")
+    parser.add_argument("--port", type=int, default=8600)
+    parser.add_argument("--credentials", default="okx-credentials.json")
+    args = parser.parse_args()
+    node = Anvil.__new__(Anvil)  # an anvil already running: only its URL is needed
+    node.url = args.anvil
+    token = deploy_token(node, 10**9 * 10**6)
+    venue = OkxVenue(args.anvil, token, ADDRESSES[0])
+    path = Path(args.credentials)
+    path.write_text(json.dumps({"okx": {"apiKey": API_KEY, "secret": SECRET,
+                                        "password": PASSPHRASE,
+                                        "api_url": f"http://127.0.0.1:{args.port}"}}))  # fmt: skip
+    path.chmod(0o600)
+    venue.listen_port = args.port
+    venue.start()
+    print(token, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        venue.stop()
+
+
+if __name__ == "__main__":
+    main()
