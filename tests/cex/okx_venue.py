@@ -19,7 +19,8 @@ Faults (attributes, set from the test thread):
 - `down`: every request gets 503 {"code": "50001"} and nothing is done;
 - `lose_replies`: the next N withdraw requests are carried out, then the connection is
   closed without an answer (the reply is lost);
-- `slow_seconds`: every answer waits this long first;
+- `slow_withdraw_seconds`: a withdraw request is carried out (and answered) only this long
+  after it arrived — later than the client waits, it lands after the client gave up;
 - `hide_history_seconds`: a withdrawal is missing from the history for this long after
   it was made (a venue whose history lags).
 
@@ -94,7 +95,7 @@ class OkxVenue:
         self.requests: list[tuple[str, str, int]] = []  # (method, path, status)
         self.down = False
         self.lose_replies = 0
-        self.slow_seconds = 0.0
+        self.slow_withdraw_seconds = 0.0
         self.hide_history_seconds = 0.0
         self.port: int | None = None
         self.listen_port = 0  # 0: any free port
@@ -237,8 +238,8 @@ class OkxVenue:
     # ---------------------------------------------------------------- HTTP
     async def _answer(self, method: str, target: str, headers: dict, body: bytes):
         path = urlsplit(target).path
-        if self.slow_seconds:
-            await trio.sleep(self.slow_seconds)
+        if self.slow_withdraw_seconds and (method, path) == ("POST", "/api/v5/asset/withdrawal"):
+            await trio.sleep(self.slow_withdraw_seconds)
         if self.down:
             return 503, {"code": "50001", "msg": "Service temporarily unavailable", "data": []}
         refused = self._check_signature(method, target, headers, body)

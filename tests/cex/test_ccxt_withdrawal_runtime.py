@@ -122,8 +122,7 @@ def launch(procs: list, dsn: str, anvil, credentials: str, *args: str, **env: st
             MG_EVM_SIGNER_PRIVATE_KEY=KEYS[1],
             MG_CCXT_VENUES_CSV="okx",
             MG_CCXT_CREDENTIALS_FILE=credentials,
-            MG_CCXT_WITHDRAW_TIMEOUT_SECONDS="5",
-            **env,
+            **{"MG_CCXT_WITHDRAW_TIMEOUT_SECONDS": "5", **env},
         ),
         *args,
     )
@@ -320,3 +319,19 @@ def test_a_venue_down_during_recovery_leaves_the_node_unknown_until_it_answers(
     wait_until(lambda: all_completed(dsn, ids), 60, "recovery to find it once the venue answers")
     assert withdraw_node(dsn, ids)[1] == 1
     assert_paid_once(anvil, chain, venue, {dest(9): "4"})
+
+
+def test_a_slow_venue_that_withdraws_after_the_client_gave_up_is_followed_not_repeated(
+    anvil, chain, venue, credentials, dsn, procs
+) -> None:
+    # the withdraw request times out after 1 s; the venue carries it out 8 s after it came
+    # (7 s of margin for a loaded machine to record the UNKNOWN before it lands)
+    venue.slow_withdraw_seconds = 8
+    launch(procs, dsn, anvil, credentials, MG_CCXT_WITHDRAW_TIMEOUT_SECONDS="1",
+           MG_CCXT_WITHDRAWAL_GRACE_SECONDS="30", **RECOVER_FAST).wait_ready()  # fmt: skip
+    ids = seed(dsn, chain, [(dest(10), "6")], "slow")
+    wait_until(lambda: withdraw_node(dsn, ids)[0] == "UNKNOWN", 30, "the timed-out submit")
+    assert venue.withdrawals() == []  # not carried out yet: recovery must not give up on it
+    wait_until(lambda: all_completed(dsn, ids), 60, "the late withdrawal to be found and land")
+    assert withdraw_node(dsn, ids)[1] == 1
+    assert_paid_once(anvil, chain, venue, {dest(10): "6"})
