@@ -287,6 +287,13 @@ class Settings:
     # Provider `ccxt`: exchange ids (ccxt's, e.g. okx) and the JSON file of their API keys.
     ccxt_venues_csv: str = setting("MG_CCXT_VENUES_CSV", "")
     ccxt_credentials_file: str | None = setting("MG_CCXT_CREDENTIALS_FILE", None)
+    # The ccxt executor's cex_withdrawal (issue 28): a withdraw request's own timeout;
+    # how long after sending a withdrawal missing from the venue's history is still
+    # "maybe late" (recovery answers UNKNOWN); and the gap between the two missing
+    # reads that together prove it never happened (NOT_SUBMITTED).
+    ccxt_withdraw_timeout_seconds: float = interval("MG_CCXT_WITHDRAW_TIMEOUT_SECONDS", 15.0)
+    ccxt_withdrawal_grace_seconds: float = interval("MG_CCXT_WITHDRAWAL_GRACE_SECONDS", 300.0)
+    ccxt_withdrawal_recheck_seconds: float = interval("MG_CCXT_WITHDRAWAL_RECHECK_SECONDS", 60.0)
     # One venue's pull that takes longer is recorded as failed; the others go on.
     cex_transfer_ingest_timeout_seconds: float = interval(
         "MG_CEX_TRANSFER_INGEST_TIMEOUT_SECONDS", 30.0

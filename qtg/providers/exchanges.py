@@ -14,6 +14,9 @@ ccxt exchange:
   oldest row's time) until a short one, at most `MAX_PAGES`; more than that
   raises, so the cursor does not jump over transfers it never saw.
 
+The same provider registers the `ccxt` executor of `cex_withdrawal` and
+`cex_withdrawal_status` (qtg.providers.ccxt_withdrawal, issue 28).
+
 Configuration (provider entry point `ccxt`): MG_CCXT_VENUES_CSV names ccxt
 exchange ids (e.g. `okx`); MG_CCXT_CREDENTIALS_FILE is a JSON file (keep it
 mode 0600) with one object per exchange id: `apiKey`, `secret`, optionally
@@ -168,3 +171,20 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
             venue, credentials[venue], settings.cex_transfer_ingest_timeout_seconds
         )
         registry.add_cex_client(CcxtCexClient(venue, exchange))
+    # The cex_withdrawal executor (issue 28) gets exchange objects of its own: a
+    # withdrawal never waits behind an ingest pull, and its timeout is its own.
+    from qtg.providers.ccxt_withdrawal import CcxtWithdrawalExecutor
+
+    registry.add_executor(
+        CcxtWithdrawalExecutor(
+            db,
+            {
+                venue: make_exchange(
+                    venue, credentials[venue], settings.ccxt_withdraw_timeout_seconds
+                )
+                for venue in venues
+            },
+            grace_seconds=settings.ccxt_withdrawal_grace_seconds,
+            recheck_seconds=settings.ccxt_withdrawal_recheck_seconds,
+        )
+    )

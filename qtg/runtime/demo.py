@@ -18,7 +18,14 @@ DEMO_ACTOR = "qtg-demo-seed"
 
 
 def _node(key: str, kind: str, action_type: str, **config: Any) -> dict[str, Any]:
-    node: dict[str, Any] = {"key": key, "kind": kind, "action_type": action_type}
+    # Named: with a real provider registered too (ccxt's cex_withdrawal, evm_receive's
+    # destination_chain_receive_observe) an unnamed node would be ambiguous (issue 28).
+    node: dict[str, Any] = {
+        "key": key,
+        "kind": kind,
+        "action_type": action_type,
+        "executor_key": "sandbox",
+    }
     if config:
         node["config"] = config
     return node

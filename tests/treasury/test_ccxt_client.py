@@ -187,6 +187,8 @@ def test_ccxt_configuration_is_checked(tmp_path: Path) -> None:
 GRAPH = {
     "nodes": [
         {"key": "withdraw", "kind": "action", "action_type": "cex_withdrawal",
+         # the ccxt provider serves cex_withdrawal too (issue 28): the plan names its executor
+         "executor_key": "sandbox",
          "config": {"venue": "okx", "sandbox": {"observations_to_complete": 2,
                                                  "retry_after_seconds": 600}}},
         {"key": "arrive", "kind": "observe", "action_type": "cex_deposit_status",
