@@ -441,6 +441,17 @@ class Settings:
     ccip_sidecar_url: str | None = setting("MG_CCIP_SIDECAR_URL", None)
     ccip_sidecar_timeout_seconds: float = interval("MG_CCIP_SIDECAR_TIMEOUT_SECONDS", 10.0)
 
+    # ---- CCTP (issue 28): the `cctp` provider (Circle's burn, attestation and mint)
+    # The chains it burns on and mints on: a JSON list of {chain_id, domain,
+    # token_messenger, message_transmitter, usdc} (README, "CCTP").
+    cctp_chains: str = setting("MG_CCTP_CHAINS", "")
+    # Circle's attestation API (Iris): https://iris-api.circle.com, or -sandbox.
+    cctp_attestation_url: str = setting("MG_CCTP_ATTESTATION_URL", "https://iris-api.circle.com")
+    cctp_attestation_timeout_seconds: float = interval("MG_CCTP_ATTESTATION_TIMEOUT_SECONDS", 10.0)
+    # Polling: the reference's observe intervals (cctp_attestation 15 s, cctp_mint_status 5 s).
+    cctp_attestation_poll_seconds: float = interval("MG_CCTP_ATTESTATION_POLL_SECONDS", 15.0)
+    cctp_mint_poll_seconds: float = interval("MG_CCTP_MINT_POLL_SECONDS", 5.0)
+
     # ---- speed, part 2 (issue 15: batched observation)
     # true: an observer pass claims up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
     # statement, observes them side by side and commits every outcome in one
@@ -489,6 +500,10 @@ class Settings:
         parse_lanes(settings.ccip_lanes)
         if settings.ccip_sidecar == "http" and not settings.ccip_sidecar_url:
             raise ConfigError("MG_CCIP_SIDECAR_URL: MG_CCIP_SIDECAR=http needs the sidecar's URL")
+        # ---- CCTP (issue 28): a bad chain list stops start-up here.
+        from qtg.domain.cctp import parse_chains
+
+        parse_chains(settings.cctp_chains)
         settings.validate_security()
         # ---- audit anchoring (issue 17 item 4): an unreadable or short key stops start-up.
         from qtg.services.audit import audit_keys

@@ -1,0 +1,764 @@
+"""The `cctp` executor (issue 28): Circle CCTP's burn, attestation, mint and mint status.
+
+Node config `cctp` (on the burn): {"source_chain_id": int, "destination_chain_id": int,
+"decimals": int (6)}; the intent gives `amount` (whole USDC) and `destination` (the
+mint recipient on the destination chain). Later nodes read what they need from
+their predecessor's provider_refs (the chain of refs carries it forward).
+
+- cctp_burn (action): an allowance raise for the source TokenMessenger when the
+  standing allowance is short (signed in prepare, broadcast just below the burn's
+  nonce), then `depositForBurn(amount, destinationDomain, mintRecipient, burnToken)`.
+  The tx hashes are written ahead of the broadcast (evm_nonce_reservations); the
+  observation reads the MessageSent message from the receipt.
+- cctp_attestation (observe): Circle's API `GET /v2/messages/{sourceDomain}
+  ?transactionHash=` until the burn's own message is attested (404 and
+  "pending_confirmations" are pending, an outage is pending too).
+- cctp_mint (action): `receiveMessage(message, attestation)` on the destination's
+  MessageTransmitter.
+- cctp_mint_status (observe): the mint's receipt and its MintAndWithdraw event.
+
+Recovery decides from the chains: the burn by its write-ahead transaction (one
+burn per movement: a second attempt happens only when the first provably cannot
+land), the mint by the destination's `usedNonces(keccak(sourceDomain, nonce))` —
+set means minted, and the transmitter itself refuses a second receiveMessage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import trio
+
+from qtg.db import Database
+from qtg.domain.cctp import (
+    MESSAGE_RECEIVED,
+    Chain,
+    allowance_data,
+    approve_data,
+    attestation_from_body,
+    chain_for_domain,
+    decode_message,
+    deposit_for_burn_data,
+    message_from_logs,
+    message_hash,
+    minted_from_logs,
+    receive_message_data,
+    used_nonces_data,
+)
+from qtg.domain.context import ExecutionContext
+from qtg.domain.evm import intent_problem, is_address, nonce_lane_key, to_base_units
+from qtg.providers.base import (
+    HealthReport,
+    HealthState,
+    IntentRejected,
+    ObserveResult,
+    ObserveStatus,
+    PreflightError,
+    PreparedAction,
+    RecoverOutcome,
+    RecoverResult,
+    SubmitRejected,
+    SubmitResult,
+)
+from qtg.providers.evm.executor import crash_point, fee_per_gas, not_mined, raw_tx_hash
+from qtg.providers.evm.rpc import EvmRpc, RpcError
+from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.services import evm_nonces
+
+EXECUTOR_KEY = "cctp"
+ACTION_TYPES = frozenset({"cctp_burn", "cctp_attestation", "cctp_mint", "cctp_mint_status"})
+USDC_DECIMALS = 6
+#: depositForBurn's gas when it cannot be estimated (its allowance raise is not mined yet)
+BURN_GAS = 300_000
+#: receiveMessage's gas when it cannot be estimated
+MINT_GAS = 300_000
+UNLIMITED_ALLOWANCE = 2**255
+
+
+class CctpExecutor:
+    key = EXECUTOR_KEY
+    action_types = ACTION_TYPES
+
+    def __init__(
+        self,
+        db: Database,
+        rpcs: dict[int, EvmRpc],
+        signer: EvmLocalSigner,
+        chains: dict[int, Chain],
+        *,
+        attestation_url: str,
+        attestation_timeout: float,
+        attestation_poll: float,
+        mint_poll: float,
+    ) -> None:
+        self._db = db
+        self._rpcs = rpcs
+        self._signer = signer
+        self._chains = chains
+        self._api = attestation_url.rstrip("/")
+        self._api_timeout = attestation_timeout
+        self._attestation_poll = attestation_poll
+        self._mint_poll = mint_poll
+        self._http = httpx.AsyncClient(timeout=attestation_timeout)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # ---------------------------------------------------------------- helpers
+    def _chain(self, chain_id: Any, what: str) -> Chain:
+        chain = self._chains.get(chain_id) if isinstance(chain_id, int) else None
+        if chain is None or chain_id not in self._rpcs:
+            raise PreflightError(
+                f"cctp.{what} {chain_id!r} names no chain in MG_CCTP_CHAINS and MG_EVM_RPC_URLS",
+                code="CCTP_CHAIN_UNKNOWN",
+            )
+        return chain
+
+    def _burn(self, ctx: ExecutionContext) -> tuple[Chain, Chain, dict[str, Any]]:
+        cfg = dict(ctx.node_config.get("cctp") or {})
+        source = self._chain(cfg.get("source_chain_id"), "source_chain_id")
+        dest = self._chain(cfg.get("destination_chain_id"), "destination_chain_id")
+        if source.chain_id == dest.chain_id:
+            raise PreflightError(
+                "cctp: source and destination chains are the same", code="CCTP_SAME_CHAIN"
+            )
+        recipient = ctx.intent.get("destination", cfg.get("destination"))
+        if not is_address(recipient):
+            raise PreflightError(
+                f"destination {recipient!r} is not an address", code="CCTP_BAD_DESTINATION"
+            )
+        try:
+            amount = to_base_units(
+                str(ctx.intent.get("amount", cfg.get("amount"))),
+                int(cfg.get("decimals", USDC_DECIMALS)),
+            )
+        except ValueError as exc:
+            raise PreflightError(str(exc), code="CCTP_BAD_AMOUNT") from None
+        return source, dest, {"recipient": recipient.lower(), "amount": amount}
+
+    async def _sign(self, tx: dict[str, Any], action: str) -> str:
+        """Sign a side transaction (an allowance raise) of this node; the raw bytes."""
+        from qtg.domain.context import SigningIntent, SignRequest
+
+        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(payload.encode()).hexdigest()
+        return await self._signer.sign(
+            SignRequest(
+                request_id="",
+                request_node_id="",
+                signing_intent=SigningIntent(
+                    action=action,
+                    asset="",
+                    amount="",
+                    destination=tx["to"],
+                    allowed_payload_hash=digest,
+                ),
+                payload_format="evm_tx_json",
+                payload=payload,
+                payload_hash=digest,
+                metadata={},
+            )
+        )
+
+    async def _tx(
+        self, rpc: EvmRpc, chain_id: int, call: dict, nonce: int, *, gas: int | None
+    ) -> dict[str, Any]:
+        if gas is None:
+            estimate = int(await rpc.call("eth_estimateGas", call), 16)
+            gas = estimate + estimate // 5
+        max_fee, tip = await fee_per_gas(rpc)
+        return {
+            "from": call["from"],
+            "to": call["to"],
+            "value": "0",
+            "data": call["data"],
+            "gas": str(gas),
+            "maxFeePerGas": str(max_fee),
+            "maxPriorityFeePerGas": str(tip),
+            "nonce": str(nonce),
+            "chainId": str(chain_id),
+            "type": 2,
+        }
+
+    async def _reserve(self, rpc: EvmRpc, chain_id: int, node_key: str, attempt: int) -> int:
+        owner = self._signer.address
+        return await evm_nonces.reserve(
+            self._db,
+            chain_id=chain_id,
+            address=owner,
+            request_node_id=node_key,
+            attempt_no=attempt,
+            chain_floor=await rpc.nonce(owner, "pending"),
+        )
+
+    def _prepared(self, ctx: ExecutionContext, tx: dict[str, Any]) -> PreparedAction:
+        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
+        return PreparedAction(
+            action_type=ctx.action_type,
+            payload_format="evm_tx_json",
+            payload=payload,
+            payload_hash=hashlib.sha256(payload.encode()).hexdigest(),
+            needs_signature=True,
+            signer_key=self._signer.key,
+        )
+
+    async def _minted(self, dest: Chain, source_domain: int, nonce: int) -> bool:
+        """The destination transmitter's usedNonces for the message: set once received."""
+        raw = await self._rpcs[dest.chain_id].eth_call(
+            dest.message_transmitter, used_nonces_data(source_domain, nonce)
+        )
+        return int(raw, 16) != 0
+
+    # --------------------------------------------------------------- contract
+    def check_intent(self, intent: Mapping[str, Any], node_config: Mapping[str, Any]) -> None:
+        """At movement creation: a recipient that is no address, or an amount USDC
+        cannot express (more than 6 decimals), is refused before anyone approves it."""
+        cfg = node_config.get("cctp")
+        decimals = cfg.get("decimals", USDC_DECIMALS) if isinstance(cfg, Mapping) else 6
+        problem = intent_problem(intent, decimals)
+        if problem is not None:
+            field, message, code = problem
+            raise IntentRejected(field, message, code=code.replace("EVM_", "CCTP_"))
+
+    async def preflight(self, ctx: ExecutionContext) -> None:
+        if ctx.action_type == "cctp_burn":
+            source, _, _ = self._burn(ctx)
+            rpc = self._rpcs[source.chain_id]
+            if await rpc.chain_id_on_chain() != source.chain_id:
+                raise PreflightError(
+                    f"chain at {rpc.url} is not chain {source.chain_id}",
+                    code="CCTP_CHAIN_MISMATCH",
+                )
+        elif ctx.action_type == "cctp_mint":
+            self._mint_input(ctx)
+
+    async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
+        if ctx.action_type == "cctp_mint":
+            return await self._prepare_mint(ctx)
+        source, dest, b = self._burn(ctx)
+        rpc = self._rpcs[source.chain_id]
+        owner = self._signer.address
+        approvals = []
+        allowance = int(
+            await rpc.eth_call(source.usdc, allowance_data(owner, source.token_messenger)), 16
+        )
+        if allowance < UNLIMITED_ALLOWANCE:
+            # raised by the amount, not set to it: burns prepared side by side each add theirs
+            call = {
+                "from": owner,
+                "to": source.usdc,
+                "data": approve_data(source.token_messenger, allowance + b["amount"]),
+            }
+            nonce = await self._reserve(
+                rpc, source.chain_id, f"{ctx.request_node_id}:approve", ctx.attempt_no
+            )
+            raw = await self._sign(
+                await self._tx(rpc, source.chain_id, call, nonce, gas=None), "approve"
+            )
+            approvals.append({"nonce": nonce, "raw": raw, "tx_hash": raw_tx_hash(raw)})
+        call = {
+            "from": owner,
+            "to": source.token_messenger,
+            "data": deposit_for_burn_data(b["amount"], dest.domain, b["recipient"], source.usdc),
+        }
+        nonce = await self._reserve(rpc, source.chain_id, ctx.request_node_id, ctx.attempt_no)
+        tx = await self._tx(rpc, source.chain_id, call, nonce, gas=BURN_GAS if approvals else None)
+        tx["qtg"] = {
+            "destination_chain_id": dest.chain_id,
+            "destination_domain": dest.domain,
+            "recipient": b["recipient"],
+            "amount": str(b["amount"]),
+            "approvals": approvals,
+        }
+        return self._prepared(ctx, tx)
+
+    def _mint_input(self, ctx: ExecutionContext) -> tuple[Chain, str, str]:
+        refs = {**ctx.provider_context, **ctx.node_provider_refs}
+        message, attestation = refs.get("message"), refs.get("attestation")
+        if not isinstance(message, str) or not isinstance(attestation, str):
+            raise PreflightError(
+                "cctp_mint needs a cctp_attestation before it (message, attestation)",
+                code="CCTP_NO_ATTESTATION",
+            )
+        decoded = decode_message(message)
+        dest = chain_for_domain(self._chains, decoded.destination_domain)
+        if dest is None or dest.chain_id not in self._rpcs:
+            raise PreflightError(
+                f"domain {decoded.destination_domain} names no chain in MG_CCTP_CHAINS",
+                code="CCTP_CHAIN_UNKNOWN",
+            )
+        return dest, message, attestation
+
+    async def _prepare_mint(self, ctx: ExecutionContext) -> PreparedAction:
+        dest, message, attestation = self._mint_input(ctx)
+        rpc = self._rpcs[dest.chain_id]
+        call = {
+            "from": self._signer.address,
+            "to": dest.message_transmitter,
+            "data": receive_message_data(message, attestation),
+        }
+        nonce = await self._reserve(rpc, dest.chain_id, ctx.request_node_id, ctx.attempt_no)
+        try:
+            tx = await self._tx(rpc, dest.chain_id, call, nonce, gas=None)
+        except (
+            RpcError
+        ):  # e.g. already received: it reverts, and observe settles it from usedNonces
+            tx = await self._tx(rpc, dest.chain_id, call, nonce, gas=MINT_GAS)
+        decoded = decode_message(message)
+        tx["qtg"] = {"source_domain": decoded.source_domain, "cctp_nonce": decoded.nonce}
+        return self._prepared(ctx, tx)
+
+    def lane_key(self, prepared: PreparedAction) -> str:
+        """The sender's nonce lane, shared with the evm and ccip executors."""
+        return nonce_lane_key(json.loads(prepared.payload))
+
+    async def submit(
+        self,
+        ctx: ExecutionContext,
+        prepared: PreparedAction,
+        signature: str | None,
+        idempotency_key: str,
+    ) -> SubmitResult:
+        if not signature:
+            raise SubmitRejected(
+                f"{ctx.action_type} needs the signed transaction", code="CCTP_UNSIGNED"
+            )
+        tx = json.loads(prepared.payload)
+        meta = tx.get("qtg") or {}
+        chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
+        tx_hash = raw_tx_hash(signature)
+        where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
+        approvals = meta.get("approvals") or []
+        for approval in approvals:
+            await evm_nonces.record_tx_hash(
+                self._db, tx_hash=approval["tx_hash"], **{**where, "nonce": approval["nonce"]}
+            )
+        await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
+        refs: dict[str, Any] = {
+            "chain_id": chain_id,
+            "tx_hash": tx_hash,
+            "from": tx["from"],
+            "nonce": nonce,
+        }
+        if approvals:
+            refs["approval_nonces"] = [a["nonce"] for a in approvals]
+        crash_point(f"{ctx.action_type}.before_broadcast")
+        rpc = self._rpcs[chain_id]
+        try:
+            for approval in approvals:
+                await _broadcast(rpc, approval["raw"])
+                await evm_nonces.mark(
+                    self._db, state="broadcast", **{**where, "nonce": approval["nonce"]}
+                )
+            await _broadcast(rpc, signature)
+        except RpcError as exc:
+            if "nonce too low" in exc.message.lower() or approvals:
+                raise  # unknown: maybe our own earlier broadcast; recovery reads the chain
+            await evm_nonces.mark(self._db, state="released", **where)
+            raise SubmitRejected(
+                f"node refused the {ctx.action_type}: {exc.message}", code="CCTP_REJECTED"
+            ) from None
+        crash_point(f"{ctx.action_type}.after_broadcast")
+        await evm_nonces.mark(self._db, state="broadcast", **where)
+        return SubmitResult(provider_refs=refs)
+
+    # ---------------------------------------------------------------- observe
+    async def observe(self, ctx: ExecutionContext) -> ObserveResult:
+        if ctx.action_type == "cctp_attestation":
+            return await self._observe_attestation(ctx)
+        if ctx.action_type == "cctp_mint_status":
+            return await self._observe_mint_status(ctx)
+        refs = dict(ctx.node_provider_refs)
+        rpc = self._rpcs[int(refs["chain_id"])]
+        receipt = await rpc.receipt(refs["tx_hash"])
+        if receipt is None:
+            return await not_mined(
+                rpc,
+                refs["tx_hash"],
+                "CCTP_TX_DROPPED",
+                "the transaction is neither mined nor pending",
+            )
+        if ctx.action_type == "cctp_burn":
+            return await self._burn_mined(ctx, refs, receipt)
+        return await self._mint_mined(ctx, refs, receipt)
+
+    async def _consume(self, refs: Mapping[str, Any]) -> None:
+        for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):
+            await evm_nonces.mark(
+                self._db,
+                state="consumed",
+                chain_id=int(refs["chain_id"]),
+                address=refs["from"],
+                nonce=int(nonce),
+            )
+
+    async def _burn_mined(
+        self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
+    ) -> ObserveResult:
+        await self._consume(refs)
+        block = int(receipt["blockNumber"], 16)
+        artifacts = {"burn_tx_hash": refs["tx_hash"], "block_number": block}
+        if int(receipt["status"], 16) != 1:
+            # a reverted depositForBurn reverts its transferFrom and burn too: nothing moved
+            return ObserveResult(
+                status=ObserveStatus.FAILED,
+                artifacts=artifacts,
+                error_code="CCTP_BURN_REVERTED",
+                error_detail="depositForBurn reverted: nothing was burned",
+            )
+        source = self._chains[int(refs["chain_id"])]
+        message = message_from_logs(receipt.get("logs") or [], source.message_transmitter)
+        if message is None:
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                error_code="CCTP_NO_MESSAGE",
+                error_detail="the mined burn has no MessageSent log of the configured transmitter",
+            )
+        decoded = decode_message(message)
+        burned = {
+            "source_chain_id": source.chain_id,
+            "source_domain": decoded.source_domain,
+            "destination_domain": decoded.destination_domain,
+            "cctp_nonce": decoded.nonce,
+            "burn_tx_hash": refs["tx_hash"],
+            "message": message,
+            "message_hash": message_hash(message),
+            "recipient": decoded.mint_recipient,
+            "amount": str(decoded.amount),
+        }
+        return ObserveResult(
+            status=ObserveStatus.COMPLETED,
+            provider_refs=burned,
+            artifacts={**artifacts, **{k: v for k, v in burned.items() if k != "message"}},
+        )
+
+    async def _observe_attestation(self, ctx: ExecutionContext) -> ObserveResult:
+        refs = {**ctx.provider_context, **ctx.node_provider_refs}
+        burn_tx, domain, message = (
+            refs.get("burn_tx_hash"),
+            refs.get("source_domain"),
+            refs.get("message"),
+        )
+        if not burn_tx or domain is None or not message:
+            return ObserveResult(
+                status=ObserveStatus.FAILED,
+                error_code="CCTP_NO_BURN",
+                error_detail="cctp_attestation needs a cctp_burn before it",
+            )
+        carried = {
+            k: refs[k]
+            for k in (
+                "source_chain_id",
+                "source_domain",
+                "destination_domain",
+                "cctp_nonce",
+                "burn_tx_hash",
+                "message",
+                "message_hash",
+                "recipient",
+                "amount",
+            )
+            if k in refs
+        }
+        pending = ObserveResult(
+            status=ObserveStatus.PENDING,
+            provider_refs=carried,
+            retry_after_seconds=self._attestation_poll,
+        )
+        url = f"{self._api}/v2/messages/{int(domain)}"
+        try:
+            with trio.fail_after(self._api_timeout):
+                reply = await self._http.get(url, params={"transactionHash": burn_tx})
+        except (httpx.HTTPError, trio.TooSlowError):
+            return pending  # the API is down or slow: the burn is on chain, ask again later
+        if reply.status_code == 404 or reply.status_code >= 500 or reply.status_code == 429:
+            return pending  # 404: not observed yet (Circle's documented answer)
+        if reply.status_code != 200:
+            return ObserveResult(
+                status=ObserveStatus.PENDING,
+                provider_refs=carried,
+                retry_after_seconds=self._attestation_poll,
+                error_code="CCTP_ATTESTATION_HTTP",
+                error_detail=f"attestation API answered HTTP {reply.status_code}",
+            )
+        try:
+            body = reply.json()
+        except ValueError:
+            return pending
+        found = attestation_from_body(body, message)
+        if found is None or found.attestation is None:
+            return pending
+        done = {**carried, "attestation": found.attestation}
+        return ObserveResult(
+            status=ObserveStatus.COMPLETED,
+            provider_refs=done,
+            artifacts={
+                "message_hash": carried.get("message_hash"),
+                "attestation_status": found.status,
+            },
+        )
+
+    async def _mint_mined(
+        self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
+    ) -> ObserveResult:
+        await self._consume(refs)
+        dest = self._chains[int(refs["chain_id"])]
+        block = int(receipt["blockNumber"], 16)
+        done = {**_mint_refs(ctx), "mint_tx_hash": refs["tx_hash"], "mint_block": block}
+        if int(receipt["status"], 16) == 1:
+            return ObserveResult(status=ObserveStatus.COMPLETED, provider_refs=done, artifacts=done)
+        source_domain, nonce = (
+            int(refs.get("source_domain", done["source_domain"])),
+            int(done["cctp_nonce"]),
+        )
+        if await self._minted(dest, source_domain, nonce):
+            # another receiveMessage (a relayer, an earlier attempt) used the nonce: minted once
+            done["mint_tx_hash"] = None
+            return ObserveResult(status=ObserveStatus.COMPLETED, provider_refs=done, artifacts=done)
+        return ObserveResult(
+            status=ObserveStatus.FAILED,
+            provider_refs=done,
+            error_code="CCTP_MINT_REVERTED",
+            error_detail="receiveMessage reverted and the message's nonce is unused: no mint",
+        )
+
+    async def _observe_mint_status(self, ctx: ExecutionContext) -> ObserveResult:
+        refs = {**ctx.provider_context, **ctx.node_provider_refs}
+        message = refs.get("message")
+        if not message:
+            return ObserveResult(
+                status=ObserveStatus.FAILED,
+                error_code="CCTP_NO_MINT",
+                error_detail="cctp_mint_status needs a cctp_mint before it",
+            )
+        decoded = decode_message(message)
+        dest = chain_for_domain(self._chains, decoded.destination_domain)
+        if dest is None:
+            return ObserveResult(
+                status=ObserveStatus.FAILED,
+                error_code="CCTP_CHAIN_UNKNOWN",
+                error_detail=f"domain {decoded.destination_domain} is not in MG_CCTP_CHAINS",
+            )
+        rpc = self._rpcs[dest.chain_id]
+        pending = ObserveResult(status=ObserveStatus.PENDING, retry_after_seconds=self._mint_poll)
+        if not await self._minted(dest, decoded.source_domain, decoded.nonce):
+            return pending
+        # the receiving transaction: ours, else the MessageReceived log of this nonce
+        tx_hash = refs.get("mint_tx_hash")
+        receipt = await rpc.receipt(tx_hash) if tx_hash else None
+        if receipt is None or int(receipt["status"], 16) != 1:
+            logs = await rpc.call(
+                "eth_getLogs",
+                {
+                    "address": dest.message_transmitter,
+                    "topics": [MESSAGE_RECEIVED, None, "0x" + f"{decoded.nonce:064x}"],
+                    "fromBlock": "0x0",
+                },
+            )
+            for log in logs or []:
+                if int(log["data"][2:66], 16) == decoded.source_domain:
+                    receipt = await rpc.receipt(log["transactionHash"])
+                    break
+        if receipt is None:
+            return pending  # usedNonces is set; the node will show its log shortly
+        minted = minted_from_logs(
+            receipt.get("logs") or [], dest.token_messenger, decoded.mint_recipient, dest.usdc
+        )
+        found = {
+            "mint_tx_hash": receipt["transactionHash"],
+            "mint_block": int(receipt["blockNumber"], 16),
+            "destination_chain_id": dest.chain_id,
+            "recipient": decoded.mint_recipient,
+        }
+        if minted != decoded.amount:
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                provider_refs=found,
+                error_code="CCTP_MINT_MISMATCH",
+                error_detail=f"the receiving transaction minted {minted}, burned {decoded.amount}",
+            )
+        return ObserveResult(
+            status=ObserveStatus.COMPLETED,
+            provider_refs=found,
+            artifacts={**found, "minted": str(minted), "token": dest.usdc},
+        )
+
+    # ---------------------------------------------------------------- recover
+    async def recover(self, ctx: ExecutionContext) -> RecoverResult:
+        if ctx.action_type in ("cctp_attestation", "cctp_mint_status"):  # watching only
+            return _from_observation(await self.observe(ctx))
+        if ctx.action_type == "cctp_mint":
+            dest, message, _ = self._mint_input(ctx)
+            decoded = decode_message(message)
+            if await self._minted(dest, decoded.source_domain, decoded.nonce):
+                # the chain says minted: done, whatever our own transaction became
+                row = await evm_nonces.for_attempt(
+                    self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+                )
+                done = {**_mint_refs(ctx), "mint_tx_hash": row["tx_hash"] if row else None}
+                if row is not None and row["tx_hash"]:
+                    receipt = await self._rpcs[dest.chain_id].receipt(row["tx_hash"])
+                    if receipt is not None:
+                        refs = {
+                            "chain_id": dest.chain_id,
+                            "tx_hash": row["tx_hash"],
+                            "from": row["address"],
+                            "nonce": row["nonce"],
+                        }
+                        await self._consume(refs)
+                return RecoverResult(
+                    outcome=RecoverOutcome.COMPLETED, provider_refs=done, artifacts=done
+                )
+        return await self._recover_tx(ctx)
+
+    async def _recover_tx(self, ctx: ExecutionContext) -> RecoverResult:
+        """The action's transaction from the chain, by its write-ahead hash."""
+        row = await evm_nonces.for_attempt(
+            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+        )
+        approval = await evm_nonces.for_attempt(
+            self._db, request_node_id=f"{ctx.request_node_id}:approve", attempt_no=ctx.attempt_no
+        )
+        if row is None or row["tx_hash"] is None:
+            # never signed for broadcast: nothing can land under this attempt
+            for held in (row, approval):
+                if held is not None and held["tx_hash"] is None:
+                    await _release(self._db, held)
+            return _not_sent("no transaction was broadcast for this attempt")
+        refs: dict[str, Any] = {
+            "chain_id": row["chain_id"],
+            "tx_hash": row["tx_hash"],
+            "from": row["address"],
+            "nonce": row["nonce"],
+        }
+        if approval is not None:
+            refs["approval_nonces"] = [approval["nonce"]]
+        rpc = self._rpcs[int(row["chain_id"])]
+        receipt = await rpc.receipt(row["tx_hash"])
+        if receipt is not None:
+            if ctx.action_type == "cctp_burn":
+                seen = await self._burn_mined(ctx, refs, receipt)
+            else:
+                seen = await self._mint_mined(ctx, refs, receipt)
+            result = _from_observation(seen)
+            return RecoverResult(
+                outcome=result.outcome,
+                provider_refs={**refs, **result.provider_refs},
+                artifacts=result.artifacts,
+                error_code=result.error_code,
+                error_detail=result.error_detail,
+            )
+        if await rpc.transaction(row["tx_hash"]) is not None:
+            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
+        mined = await rpc.nonce(row["address"], "latest")
+        if mined > row["nonce"]:
+            # the nonce went to another transaction: ours can never be mined
+            await evm_nonces.mark(
+                self._db,
+                state="consumed",
+                chain_id=row["chain_id"],
+                address=row["address"],
+                nonce=row["nonce"],
+            )
+        elif await rpc.nonce(row["address"], "pending") > row["nonce"]:
+            # something sits at our nonce in the node's pool: not provably gone, look again
+            return RecoverResult(
+                outcome=RecoverOutcome.UNKNOWN,
+                error_code="CCTP_NONCE_PENDING",
+                error_detail="a pending transaction holds this attempt's nonce",
+            )
+        else:
+            # not mined, not pending, nonce free: released, so the next transaction of
+            # this sender takes this nonce and the old bytes can never be mined after it
+            await _release(self._db, row)
+        if (
+            approval is not None
+            and approval["tx_hash"]
+            and await rpc.transaction(approval["tx_hash"]) is None
+        ):
+            await evm_nonces.mark(
+                self._db,
+                state="consumed" if mined > approval["nonce"] else "released",
+                chain_id=approval["chain_id"],
+                address=approval["address"],
+                nonce=approval["nonce"],
+            )
+        return _not_sent("the chain has no transaction for this attempt")
+
+    async def health(self) -> HealthReport:
+        detail: dict[str, Any] = {}
+        state = HealthState.HEALTHY
+        for chain_id, chain in self._chains.items():
+            try:
+                code = await self._rpcs[chain_id].call(
+                    "eth_getCode", chain.message_transmitter, "latest"
+                )
+                detail[str(chain_id)] = {"transmitter_has_code": code not in ("0x", None)}
+            except Exception as exc:  # a chain that does not answer degrades, never crashes
+                detail[str(chain_id)] = {"error": type(exc).__name__}
+                state = HealthState.DEGRADED
+        return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
+
+
+def _mint_refs(ctx: ExecutionContext) -> dict[str, Any]:
+    """What the mint carries forward to its status observe: the burn's facts."""
+    refs = {**ctx.provider_context, **ctx.node_provider_refs}
+    keep = (
+        "source_chain_id",
+        "source_domain",
+        "destination_domain",
+        "cctp_nonce",
+        "burn_tx_hash",
+        "message",
+        "message_hash",
+        "recipient",
+        "amount",
+    )
+    return {k: refs[k] for k in keep if k in refs}
+
+
+async def _release(db: Database, row: Mapping[str, Any]) -> None:
+    await evm_nonces.mark(
+        db,
+        state="released",
+        chain_id=row["chain_id"],
+        address=row["address"],
+        nonce=row["nonce"],
+    )
+
+
+async def _broadcast(rpc: EvmRpc, raw: str) -> None:
+    """eth_sendRawTransaction; the same bytes already in flight count as sent."""
+    try:
+        await rpc.call("eth_sendRawTransaction", raw)
+    except RpcError as exc:
+        if "already known" not in exc.message.lower():
+            raise
+
+
+def _from_observation(seen: ObserveResult) -> RecoverResult:
+    outcome = {
+        ObserveStatus.COMPLETED: RecoverOutcome.COMPLETED,
+        ObserveStatus.FAILED: RecoverOutcome.FAILED,
+        ObserveStatus.PENDING: RecoverOutcome.SUBMITTED,
+        ObserveStatus.UNKNOWN: RecoverOutcome.UNKNOWN,
+    }[seen.status]
+    return RecoverResult(
+        outcome=outcome,
+        provider_refs=seen.provider_refs,
+        artifacts=seen.artifacts,
+        error_code=seen.error_code,
+        error_detail=seen.error_detail,
+    )
+
+
+def _not_sent(detail: str) -> RecoverResult:
+    """Provably nothing landed under this attempt, and its nonce is either used by
+    another transaction or free for the next one: qtg may attempt again (a new key)."""
+    return RecoverResult(
+        outcome=RecoverOutcome.NOT_SUBMITTED, error_code="CCTP_NOT_SENT", error_detail=detail
+    )
