@@ -80,6 +80,13 @@ def test_the_bridge_moves_exactly_n_usdc_from_a_to_b(world, dsn, procs) -> None:
     assert query(dsn, "SELECT DISTINCT state FROM evm_nonce_reservations") == [("consumed",)]
 
 
+def _observed(dsn: str) -> int:
+    [(count,)] = query(
+        dsn, "SELECT observe_count FROM movement_request_nodes WHERE node_key = 'attestation'"
+    )
+    return count
+
+
 def test_an_attestation_outage_and_a_kill_while_waiting(world, dsn, procs) -> None:
     a, b, da, db, api = world
     api.down = True  # 503 for every request
@@ -94,7 +101,10 @@ def test_an_attestation_outage_and_a_kill_while_waiting(world, dsn, procs) -> No
     api.down = False
     restarted = launch(procs, dsn, a, b, da, db, api.url, **RECOVER_FAST)
     restarted.wait_ready()
-    assert nodes(dsn)["attestation"][0] != "COMPLETED"
+    seen = _observed(dsn)
+    wait_until(lambda: _observed(dsn) >= seen + 3, 30, "observations against the refused API")
+    assert nodes(dsn)["attestation"][0] != "COMPLETED"  # refused is pending, never failed
+    assert usdc_balance(b, db, RECIPIENT) == 0
     api.start()  # back, on a new port: restart the runtime pointing at it
     restarted.kill()
     launch(procs, dsn, a, b, da, db, api.url, **RECOVER_FAST).wait_ready()
@@ -140,7 +150,7 @@ def test_a_mint_relayed_by_someone_else_first_is_not_minted_again(world, dsn, pr
     tx = b.call(
         "eth_sendTransaction",
         {
-            "from": ADDRESSES[2] if len(ADDRESSES) > 2 else ADDRESSES[1],
+            "from": ADDRESSES[1],  # not qtg's signer
             "to": db.transmitter,
             "data": receive_message_data(refs["message"], sign_message(refs["message"])),
             "gas": "0x7a120",
