@@ -182,7 +182,7 @@ class AttestationService:
     requests: list[str] = field(default_factory=list)
     signed: int = 0
 
-    def start(self) -> AttestationService:
+    def start(self, port: int = 0) -> AttestationService:
         service = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -232,7 +232,7 @@ class AttestationService:
                 self.end_headers()
                 self.wfile.write(raw)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

@@ -1,0 +1,57 @@
+"""The README's CCTP session, for real: its block run by bash as written (ports moved off
+the defaults so parallel runs never clash), against a fresh database."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+from api.test_session import REPO, readme_block
+from evm.anvil import find_binary, free_port
+from runtime.rt_procs import base_env
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.skipif(
+    not (shutil.which("curl") and shutil.which("jq")),
+    reason="the README session uses curl and jq, which this machine does not have",
+)
+def test_readme_cctp_session_moves_12_5_usdc(dsn: str, tmp_path) -> None:
+    if find_binary() is None:
+        pytest.skip("anvil needs npm")
+    env = base_env(
+        MG_DATABASE_URL=dsn,
+        MG_API_PORT=str(free_port()),
+        A_PORT=str(free_port()),
+        B_PORT=str(free_port()),
+        ATTESTER_PORT=str(free_port()),
+        PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}",
+        QTG_PYTHON=sys.executable,
+    )
+    # files, not pipes: the session's background processes keep a pipe open past its end
+    out_file, err_file = tmp_path / "out", tmp_path / "err"
+    with out_file.open("w") as out_fd, err_file.open("w") as err_fd:
+        session = subprocess.Popen(
+            ["bash", "-c", "set -euo pipefail\n" + readme_block("cctp-session")],
+            env=env,
+            cwd=REPO,
+            stdout=out_fd,
+            stderr=err_fd,
+            start_new_session=True,  # its background anvils, attester and runtime: one group
+        )
+        try:
+            session.wait(timeout=180)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(session.pid, signal.SIGTERM)
+    out, err = out_file.read_text(), err_file.read_text()[-4000:]
+    assert session.returncode == 0, out + err
+    lines = out.strip().splitlines()
+    assert lines[-2].endswith("-> COMPLETED") and "request:" in lines[-2], out
+    assert int(lines[-1], 16) == 12_500_000, out
