@@ -178,7 +178,8 @@ class AttestationService:
     source_dep: Deployment
     pending_for: int = 0  # answer "pending_confirmations" to this many requests first
     down: bool = False  # answer 503
-    delay: float = 0.0  # seconds before each answer
+    delay: float = 0.0  # seconds before an answer …
+    slow_for: int = 0  # … for this many requests
     requests: list[str] = field(default_factory=list)
     signed: int = 0
 
@@ -191,7 +192,8 @@ class AttestationService:
 
             def do_GET(self) -> None:
                 service.requests.append(self.path)
-                if service.delay:
+                if service.slow_for > 0:
+                    service.slow_for -= 1
                     time.sleep(service.delay)
                 if service.down:
                     return self._reply(503, {"error": "service unavailable"})

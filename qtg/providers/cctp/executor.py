@@ -77,6 +77,8 @@ BURN_GAS = 300_000
 #: receiveMessage's gas when it cannot be estimated
 MINT_GAS = 300_000
 UNLIMITED_ALLOWANCE = 2**255
+#: blocks back from the head searched for a MessageReceived of another's mint
+RECEIVED_LOG_WINDOW = 50_000
 
 
 class CctpExecutor:
@@ -551,12 +553,14 @@ class CctpExecutor:
         tx_hash = refs.get("mint_tx_hash")
         receipt = await rpc.receipt(tx_hash) if tx_hash else None
         if receipt is None or int(receipt["status"], 16) != 1:
+            height = await rpc.block_number()
             logs = await rpc.call(
                 "eth_getLogs",
                 {
                     "address": dest.message_transmitter,
                     "topics": [MESSAGE_RECEIVED, None, "0x" + f"{decoded.nonce:064x}"],
-                    "fromBlock": "0x0",
+                    # a window, not the whole chain: the mint is recent when this runs
+                    "fromBlock": hex(max(0, height - RECEIVED_LOG_WINDOW)),
                 },
             )
             for log in logs or []:
