@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def register(registry: ProviderRegistry, settings: Settings, db: Database) -> None:
     from qtg.providers.cctp.executor import CctpExecutor
 
-    if not registry.evm_rpcs:
+    if not registry.evm_rpcs or registry.evm_judge is None:
         raise ConfigError(
             "MG_PROVIDERS: the cctp provider needs the evm provider listed before it "
             "(e.g. MG_PROVIDERS=evm,cctp)"
@@ -36,6 +36,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         db,
         dict(registry.evm_rpcs),
         registry.signer("evm_local"),  # type: ignore[arg-type]
+        registry.evm_judge,
         chains,
         attestation_url=settings.cctp_attestation_url,
         attestation_timeout=settings.cctp_attestation_timeout_seconds,

@@ -49,6 +49,7 @@ from qtg.domain.cctp import (
     receive_message_data,
     used_nonces_data,
 )
+from qtg.domain.chain_outcome import Verdict
 from qtg.domain.context import ExecutionContext
 from qtg.domain.evm import intent_problem, is_address, nonce_lane_key, to_base_units
 from qtg.providers.base import (
@@ -64,8 +65,9 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
-from qtg.providers.evm.executor import crash_point, fee_per_gas, not_mined, raw_tx_hash
-from qtg.providers.evm.rpc import EvmRpc, RpcError
+from qtg.providers.evm.executor import crash_point
+from qtg.providers.evm.outcome import REBROADCAST_EVERY_SECONDS, ChainJudge, Look, raw_tx_hash
+from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import evm_nonces
 
@@ -90,6 +92,7 @@ class CctpExecutor:
         db: Database,
         rpcs: dict[int, EvmRpc],
         signer: EvmLocalSigner,
+        judge: ChainJudge,
         chains: dict[int, Chain],
         *,
         attestation_url: str,
@@ -100,6 +103,7 @@ class CctpExecutor:
         self._db = db
         self._rpcs = rpcs
         self._signer = signer
+        self._judge = judge
         self._chains = chains
         self._api = attestation_url.rstrip("/")
         self._api_timeout = attestation_timeout
@@ -172,7 +176,7 @@ class CctpExecutor:
         if gas is None:
             estimate = int(await rpc.call("eth_estimateGas", call), 16)
             gas = estimate + estimate // 5
-        max_fee, tip = await fee_per_gas(rpc)
+        max_fee, tip = await self._judge.fees(chain_id)  # RetryLater above MG_EVM_FEE_CAPS
         return {
             "from": call["from"],
             "to": call["to"],
@@ -258,10 +262,11 @@ class CctpExecutor:
             nonce = await self._reserve(
                 rpc, source.chain_id, f"{ctx.request_node_id}:approve", ctx.attempt_no
             )
-            raw = await self._sign(
-                await self._tx(rpc, source.chain_id, call, nonce, gas=None), "approve"
+            raise_tx = await self._tx(rpc, source.chain_id, call, nonce, gas=None)
+            raw = await self._sign(raise_tx, "approve")
+            approvals.append(
+                {"nonce": nonce, "raw": raw, "tx_hash": raw_tx_hash(raw), "tx": raise_tx}
             )
-            approvals.append({"nonce": nonce, "raw": raw, "tx_hash": raw_tx_hash(raw)})
         call = {
             "from": owner,
             "to": source.token_messenger,
@@ -335,11 +340,33 @@ class CctpExecutor:
         tx_hash = raw_tx_hash(signature)
         where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
         approvals = meta.get("approvals") or []
-        for approval in approvals:
-            await evm_nonces.record_tx_hash(
-                self._db, tx_hash=approval["tx_hash"], **{**where, "nonce": approval["nonce"]}
+        kept = True
+        for approval in approvals:  # the signed bytes kept before anything is broadcast
+            kept = kept and await evm_nonces.record_signed(
+                self._db,
+                kind="payment",
+                tx_hash=approval["tx_hash"],
+                raw=approval["raw"],
+                payload=approval["tx"],
+                request_node_id=f"{ctx.request_node_id}:approve",
+                attempt_no=ctx.attempt_no,
+                **{**where, "nonce": approval["nonce"]},
             )
-        await evm_nonces.record_tx_hash(self._db, tx_hash=tx_hash, **where)
+        kept = kept and await evm_nonces.record_signed(
+            self._db,
+            kind="payment",
+            tx_hash=tx_hash,
+            raw=signature,
+            payload={k: v for k, v in tx.items() if k != "qtg"},
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            **where,
+        )
+        if not kept:  # nothing was broadcast: a nonce is no longer this attempt's
+            raise SubmitRejected(
+                f"a nonce of this {ctx.action_type} was taken back before the broadcast",
+                code="CCTP_NONCE_RECLAIMED",
+            )
         refs: dict[str, Any] = {
             "chain_id": chain_id,
             "tx_hash": tx_hash,
@@ -351,21 +378,30 @@ class CctpExecutor:
         crash_point(f"{ctx.action_type}.before_broadcast")
         rpc = self._rpcs[chain_id]
         try:
-            for approval in approvals:
+            for approval in approvals:  # just below the action's nonce, in order
                 await _broadcast(rpc, approval["raw"])
-                await evm_nonces.mark(
-                    self._db, state="broadcast", **{**where, "nonce": approval["nonce"]}
-                )
             await _broadcast(rpc, signature)
+        except RpcUnavailable:
+            # no answer is not a refusal: the bytes may be in a mempool; observe judges
+            return SubmitResult(provider_refs=refs)
         except RpcError as exc:
-            if "nonce too low" in exc.message.lower() or approvals:
-                raise  # unknown: maybe our own earlier broadcast; recovery reads the chain
+            message = exc.message.lower()
+            if approvals or "nonce too low" in message:
+                # a raise may be out, or the nonce is used (maybe by these very bytes):
+                # the chain decides, through observe
+                return SubmitResult(provider_refs=refs)
             await evm_nonces.mark(self._db, state="released", **where)
             raise SubmitRejected(
                 f"node refused the {ctx.action_type}: {exc.message}", code="CCTP_REJECTED"
             ) from None
         crash_point(f"{ctx.action_type}.after_broadcast")
+        for approval in approvals:
+            await evm_nonces.mark(
+                self._db, state="broadcast", **{**where, "nonce": approval["nonce"]}
+            )
+            await evm_nonces.touch_broadcast(self._db, approval["tx_hash"])
         await evm_nonces.mark(self._db, state="broadcast", **where)
+        await evm_nonces.touch_broadcast(self._db, tx_hash)
         return SubmitResult(provider_refs=refs)
 
     # ---------------------------------------------------------------- observe
@@ -375,18 +411,93 @@ class CctpExecutor:
         if ctx.action_type == "cctp_mint_status":
             return await self._observe_mint_status(ctx)
         refs = dict(ctx.node_provider_refs)
-        rpc = self._rpcs[int(refs["chain_id"])]
-        receipt = await rpc.receipt(refs["tx_hash"])
-        if receipt is None:
-            return await not_mined(
-                rpc,
-                refs["tx_hash"],
-                "CCTP_TX_DROPPED",
-                "the transaction is neither mined nor pending",
-            )
+        seen = await self._look(ctx, refs)
+        return await self._settle(ctx, refs, seen, rebroadcast_within=REBROADCAST_EVERY_SECONDS)
+
+    async def _look(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> Look:
+        """The chain's verdict on this attempt's transaction (qtg.domain.chain_outcome)."""
+        effect = None
         if ctx.action_type == "cctp_burn":
-            return await self._burn_mined(ctx, refs, receipt)
-        return await self._mint_mined(ctx, refs, receipt)
+            transmitter = self._chains[int(refs["chain_id"])].message_transmitter
+
+            def effect(receipt: dict[str, Any]) -> bool:  # the burn's MessageSent is there
+                return message_from_logs(receipt.get("logs") or [], transmitter) is not None
+
+        return await self._judge.look(
+            int(refs["chain_id"]),
+            refs["from"],
+            int(refs["nonce"]),
+            request_node_id=ctx.request_node_id,
+            attempt_no=ctx.attempt_no,
+            known_hashes=(refs.get("tx_hash"),),
+            effect=effect,
+        )
+
+    async def _keep_raise_moving(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> None:
+        """The allowance raise sits just below the burn's nonce: while the burn waits, the
+        raise's kept bytes go out again too (a lost raise would hold the burn forever)."""
+        for nonce in refs.get("approval_nonces", ()):
+            seen = await self._judge.look(
+                int(refs["chain_id"]),
+                refs["from"],
+                int(nonce),
+                request_node_id=f"{ctx.request_node_id}:approve",
+                attempt_no=ctx.attempt_no,
+            )
+            if seen.judgement.verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
+                await self._judge.rebroadcast(int(refs["chain_id"]), seen.txs)
+
+    async def _settle(
+        self,
+        ctx: ExecutionContext,
+        refs: dict[str, Any],
+        seen: Look,
+        *,
+        rebroadcast_within: float,
+    ) -> ObserveResult:
+        """An observation of the burn's or the mint's transaction from the verdict."""
+        verdict, mined = seen.judgement.verdict, seen.judgement.receipt
+        if mined is not None:
+            refs["tx_hash"] = mined.tx_hash  # the one of ours that was mined
+        if verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED) and seen.receipt is not None:
+            if ctx.action_type == "cctp_burn":
+                return await self._burn_mined(ctx, refs, seen.receipt)
+            return await self._mint_mined(ctx, refs, seen.receipt)
+        if verdict is Verdict.NEEDS_PERSON:
+            await self._consume(refs)
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                provider_refs=refs,
+                error_code="CCTP_NO_MESSAGE",
+                error_detail="the burn was mined with status 1 but has no MessageSent log of "
+                "the configured transmitter: a person decides",
+            )
+        if verdict is Verdict.NOT_LANDED:
+            await self._consume(refs)
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                provider_refs=refs,
+                error_code="CCTP_NOT_LANDED",
+                error_detail=f"nonce {refs['nonce']} was used by a transaction that is not "
+                "ours: ours can never be mined (recovery makes a new attempt)",
+            )
+        chain_id = int(refs["chain_id"])
+        if verdict is Verdict.REPLACE_WITH_BUMP:
+            new_hash = await self._judge.replace(
+                chain_id, seen.txs, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+            )
+            if new_hash is not None:
+                refs["tx_hash"] = new_hash
+            await self._keep_raise_moving(ctx, refs)
+        elif verdict is Verdict.WAIT_REBROADCAST:
+            await self._keep_raise_moving(ctx, refs)
+            await self._judge.rebroadcast(chain_id, seen.txs, unless_within=rebroadcast_within)
+        return ObserveResult(
+            status=ObserveStatus.PENDING,
+            provider_refs=refs,
+            retry_after_seconds=1.0,
+            error_detail=f"chain: {verdict.value}",
+        )
 
     async def _consume(self, refs: Mapping[str, Any]) -> None:
         for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):
@@ -620,78 +731,76 @@ class CctpExecutor:
         return await self._recover_tx(ctx)
 
     async def _recover_tx(self, ctx: ExecutionContext) -> RecoverResult:
-        """The action's transaction from the chain, by its write-ahead hash."""
-        row = await evm_nonces.for_attempt(
-            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
-        )
+        """The action's transaction, under the chain rule of qtg.domain.chain_outcome: a
+        transaction that may have been broadcast is followed (its kept bytes sent again)
+        until the chain consumes its nonce; a new attempt only when provably none of
+        this attempt's bytes can land."""
+        refs = dict(ctx.node_provider_refs)
         approval = await evm_nonces.for_attempt(
             self._db, request_node_id=f"{ctx.request_node_id}:approve", attempt_no=ctx.attempt_no
         )
-        if row is None or row["tx_hash"] is None:
-            # never signed for broadcast: nothing can land under this attempt
-            for held in (row, approval):
-                if held is not None and held["tx_hash"] is None:
-                    await _release(self._db, held)
-            return _not_sent("no transaction was broadcast for this attempt")
-        refs: dict[str, Any] = {
-            "chain_id": row["chain_id"],
-            "tx_hash": row["tx_hash"],
-            "from": row["address"],
-            "nonce": row["nonce"],
+        if "tx_hash" not in refs:
+            row = await evm_nonces.for_attempt(
+                self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+            )
+            if row is None:
+                if approval is not None and approval["tx_hash"] is None:
+                    await _release(self._db, approval)
+                return _not_sent("no nonce was reserved for this attempt")
+            refs = {
+                "chain_id": row["chain_id"],
+                "tx_hash": row["tx_hash"],
+                "from": row["address"],
+                "nonce": row["nonce"],
+            }
+            if approval is not None:
+                refs["approval_nonces"] = [approval["nonce"]]
+        where = {
+            "chain_id": int(refs["chain_id"]),
+            "address": refs["from"],
+            "nonce": int(refs["nonce"]),
         }
-        if approval is not None:
-            refs["approval_nonces"] = [approval["nonce"]]
-        rpc = self._rpcs[int(row["chain_id"])]
-        receipt = await rpc.receipt(row["tx_hash"])
-        if receipt is not None:
-            if ctx.action_type == "cctp_burn":
-                seen = await self._burn_mined(ctx, refs, receipt)
-            else:
-                seen = await self._mint_mined(ctx, refs, receipt)
-            result = _from_observation(seen)
+        seen = await self._look(ctx, refs)
+        verdict = seen.judgement.verdict
+        if verdict is Verdict.NOTHING_SIGNED:
+            # bytes are kept before any broadcast and none were: nothing of this attempt
+            # left qtg. A raise signed and kept just before is harmless (no value moves):
+            # it goes out, so its nonce leaves no gap; the action's nonce goes back.
+            await evm_nonces.mark(self._db, state="released", **where)
+            if approval is not None:
+                if approval["tx_hash"] is None:
+                    await _release(self._db, approval)
+                else:
+                    await self._keep_raise_moving(ctx, refs)
+            return _not_sent("the attempt's transaction was never broadcast")
+        if verdict is Verdict.NOT_LANDED:
+            await self._consume(refs)
             return RecoverResult(
-                outcome=result.outcome,
-                provider_refs={**refs, **result.provider_refs},
-                artifacts=result.artifacts,
-                error_code=result.error_code,
-                error_detail=result.error_detail,
+                outcome=RecoverOutcome.NOT_SUBMITTED,
+                error_code="CCTP_NOT_LANDED",
+                error_detail=f"nonce {where['nonce']} was used by another transaction, seen "
+                "twice: this attempt's can never be mined",
             )
-        if await rpc.transaction(row["tx_hash"]) is not None:
-            return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
-        mined = await rpc.nonce(row["address"], "latest")
-        if mined > row["nonce"]:
-            # the nonce went to another transaction: ours can never be mined
-            await evm_nonces.mark(
-                self._db,
-                state="consumed",
-                chain_id=row["chain_id"],
-                address=row["address"],
-                nonce=row["nonce"],
-            )
-        elif await rpc.nonce(row["address"], "pending") > row["nonce"]:
-            # something sits at our nonce in the node's pool: not provably gone, look again
+        if verdict is Verdict.CONFIRM_NOT_LANDED:
             return RecoverResult(
                 outcome=RecoverOutcome.UNKNOWN,
-                error_code="CCTP_NONCE_PENDING",
-                error_detail="a pending transaction holds this attempt's nonce",
+                error_detail="the nonce looks used by another transaction; confirming later",
             )
-        else:
-            # not mined, not pending, nonce free: released, so the next transaction of
-            # this sender takes this nonce and the old bytes can never be mined after it
-            await _release(self._db, row)
-        if (
-            approval is not None
-            and approval["tx_hash"]
-            and await rpc.transaction(approval["tx_hash"]) is None
-        ):
-            await evm_nonces.mark(
-                self._db,
-                state="consumed" if mined > approval["nonce"] else "released",
-                chain_id=approval["chain_id"],
-                address=approval["address"],
-                nonce=approval["nonce"],
+        if verdict is Verdict.NEEDS_PERSON:
+            return RecoverResult(
+                outcome=RecoverOutcome.UNKNOWN,
+                error_detail="the burn was mined without its MessageSent log: a person decides",
             )
-        return _not_sent("the chain has no transaction for this attempt")
+        if verdict is Verdict.WAIT_REBROADCAST or verdict is Verdict.REPLACE_WITH_BUMP:
+            # e.g. a crash after the write-ahead, before the broadcast: the same bytes
+            await self._keep_raise_moving(ctx, refs)
+            await self._judge.rebroadcast(where["chain_id"], seen.txs)
+        if seen.judgement.receipt is not None:
+            refs["tx_hash"] = seen.judgement.receipt.tx_hash
+        elif seen.txs:
+            refs["tx_hash"] = seen.txs[-1]["tx_hash"]
+        # mined or in flight: observe decides (depth, receipt, message) from here
+        return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
 
     async def health(self) -> HealthReport:
         detail: dict[str, Any] = {}
