@@ -147,10 +147,13 @@ def test_a_dropped_send_and_its_allowance_raise_are_sent_again_once(anvil, dsn, 
             30,
             "the raise and the send in the mempool",
         )
-        for (tx_hash,) in hashes:
-            anvil.call("anvil_dropTransaction", tx_hash)
-        assert not any(anvil.call("eth_getTransactionByHash", h) for (h,) in hashes)
+        # anvil answers a drop with the dropped hash, and takes the send (next nonce) out
+        # with the raise it depends on. (Asking the pool afterwards would race the
+        # runtime, which may already have sent the kept bytes again.)
+        dropped = [anvil.call("anvil_dropTransaction", h) for (h,) in hashes]
+        assert dropped[0] == hashes[0][0]
         anvil.call("evm_setAutomine", True)  # what comes back now is mined at once
+        anvil.call("evm_mine")  # and whatever qtg sent again before that line
         wait_until(lambda: all_completed(dsn, ids), 60, "the re-sent send to be delivered")
     finally:
         anvil.call("evm_setAutomine", True)
@@ -168,6 +171,13 @@ def test_sends_prepared_side_by_side_each_raise_their_own_allowance(anvil, dsn, 
     launch(procs, dsn, anvil, local).wait_ready()
     ids = seed(dsn, local, ["0.2", "0.2", "0.2"], batch="side")
     wait_until(lambda: all_completed(dsn, ids), 90, "three ccip movements to complete")
-    assert sorted(r[0] for r in intents(dsn)) == ["success"] * 3
+    rows = intents(dsn)
+    assert sorted(r[0] for r in rows if r[0] == "success") == ["success"] * 3
+    # under load an attempt may lose its nonce before its bytes leave (taken back, then
+    # released): allowed only if that attempt's send never reached the chain
+    others = [r for r in rows if r[0] != "success"]
+    assert all(r[0] == "released" for r in others), others
+    for _, tx_hash, *_ in others:
+        assert tx_hash is None or anvil.call("eth_getTransactionReceipt", tx_hash) is None
     assert ccip_send_count(anvil, local.router) == 3
     assert token_balance(anvil, local.bnm, local.receiver) == 3 * WEI // 5
