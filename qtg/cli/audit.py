@@ -23,7 +23,7 @@ from typing import Any
 
 import trio
 
-from qtg.cli.common import CommandError, add_database_option, database_url, describe_dsn
+from qtg.cli.common import CommandError, add_database_option, describe_dsn, schema_ready_url
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.services.audit import (
@@ -115,7 +115,7 @@ def run_verify(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             print(f"--checkpoint {args.checkpoint}: cannot read a checkpoint ({exc})")
             return 2
-    with database_url(args, settings) as dsn:
+    with schema_ready_url(args, settings) as dsn:
         where = describe_dsn(dsn)
         result = trio.run(_verify, dsn, keys, checkpoint)
     if result.ok:
@@ -146,7 +146,7 @@ def run_checkpoint(args: argparse.Namespace) -> int:
             "qtg audit checkpoint: set MG_AUDIT_HMAC_KEY or MG_AUDIT_HMAC_KEY_FILE "
             "(an unsigned checkpoint could be forged)"
         )
-    with database_url(args, settings) as dsn:
+    with schema_ready_url(args, settings) as dsn:
         checkpoint = trio.run(_checkpoint, dsn, keys)
     text = json.dumps(checkpoint, sort_keys=True) + "\n"
     if args.out:
@@ -169,7 +169,7 @@ def run_adopt(args: argparse.Namespace) -> int:
             "qtg audit adopt: set MG_AUDIT_HMAC_KEY or MG_AUDIT_HMAC_KEY_FILE "
             "(adopting means continuing the chain keyed)"
         )
-    with database_url(args, settings) as dsn:
+    with schema_ready_url(args, settings) as dsn:
         where = describe_dsn(dsn)
         try:
             adopted = trio.run(_adopt, dsn, keys)

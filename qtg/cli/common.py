@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from qtg.config import ConfigError, Settings
 from qtg.db.embedded import EmbeddedPostgresError, embedded_database
-from qtg.db.migrate import MigrationError
+from qtg.db.migrate import MigrationError, check, migrate
 
 
 class CommandError(RuntimeError):
@@ -54,6 +54,30 @@ def database_url(args: argparse.Namespace, settings: Settings) -> Iterator[str]:
         yield explicit
         return
     with embedded_database(Path(settings.embedded_data_dir)) as dsn:
+        yield dsn
+
+
+@contextmanager
+def schema_ready_url(args: argparse.Namespace, settings: Settings) -> Iterator[str]:
+    """`database_url`, with the schema a command reads and writes in place.
+
+    The embedded database is migrated here, as the runtime migrates it at every start:
+    `qtg token create` is the README's first step on a fresh machine, before any start.
+    An external database is only checked (the runtime migrates it only when asked): a
+    pending migration ends the command with one line naming `qtg migrate`, instead of
+    `relation "api_tokens" does not exist`.
+    """
+    external = bool(getattr(args, "database_url", None) or settings.database_url)
+    with database_url(args, settings) as dsn:
+        if not external:
+            migrate(dsn)
+        else:
+            pending = check(dsn).pending
+            if pending:
+                raise CommandError(
+                    f"{describe_dsn(dsn)} is not migrated (pending: {', '.join(pending)}):"
+                    " run `qtg migrate` first, or start the runtime with --migrate"
+                )
         yield dsn
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from qtg.cli.common import CommandError, add_database_option, database_url, describe_dsn
+from qtg.cli.common import CommandError, add_database_option, describe_dsn, schema_ready_url
 from qtg.config import Settings
 from qtg.db import Database
 from qtg.services import tokens
@@ -67,7 +67,7 @@ def _actor() -> str:
 
 def _with_db(args: argparse.Namespace, fn: Callable[[Database], Awaitable[Any]]) -> Any:
     settings = Settings.from_env()
-    with database_url(args, settings) as dsn:
+    with schema_ready_url(args, settings) as dsn:
 
         async def go() -> Any:
             async with Database(dsn, min_size=1, max_size=1, application_name="qtg-token") as db:

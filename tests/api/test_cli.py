@@ -67,9 +67,8 @@ async def test_token_create_on_the_embedded_database_names_its_socket() -> None:
     looking for one (issue 26). Its socket file is named instead."""
     with private_dir("qtg-cli-embedded-") as root:
         data = root / "qtg-data"
-        migrated = await _qtg("migrate", MG_EMBEDDED_DATA_DIR=str(data))
-        assert migrated.returncode == 0, migrated.stderr
-        assert b":5432" not in migrated.stdout + migrated.stderr
+        # the README's first step on a fresh machine: no runtime start, no `qtg migrate`
+        # before it; the embedded database is migrated for the command
         created = await _qtg(
             "token", "create", "--name", "dana", "--role", "viewer",
             MG_EMBEDDED_DATA_DIR=str(data),
@@ -81,6 +80,26 @@ async def test_token_create_on_the_embedded_database_names_its_socket() -> None:
     [line] = said.splitlines()
     socket_dir = line.split("@", 1)[1].split("/.s.PGSQL.5432 (socket)/qtg: token for dana", 1)[0]
     assert socket_dir == str(data / "pgdata"), line
+
+
+async def test_token_create_on_an_unmigrated_database_names_qtg_migrate(
+    empty_dsn: str,
+) -> None:
+    """An external database is migrated only when asked: the command says how, in one
+    line, instead of `relation "api_tokens" does not exist`; it creates nothing."""
+    created = await _qtg(
+        "token", "create", "--name", "erin", "--role", "viewer", "--database-url", empty_dsn
+    )
+    assert created.returncode == 2 and created.stdout == b""
+    said = created.stderr.decode()
+    assert "is not migrated (pending: 0001_" in said and "run `qtg migrate` first" in said, said
+    assert "Traceback" not in said and len(said.strip().splitlines()) == 1
+    migrated = await _qtg("migrate", "--database-url", empty_dsn)
+    assert migrated.returncode == 0, migrated.stderr
+    again = await _qtg(
+        "token", "create", "--name", "erin", "--role", "viewer", "--database-url", empty_dsn
+    )
+    assert again.returncode == 0 and again.stdout.decode().startswith("qtg_"), again.stderr
 
 
 def test_a_socket_dsn_is_described_by_its_socket_file() -> None:
