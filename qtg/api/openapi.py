@@ -30,8 +30,11 @@ _STATUS_TEXT = {
     413: "Request body too large",
     422: "Invalid input; detail.field names it. Besides the schema's shapes, the rules the "
     "fields' descriptions state (e.g. a cursor this list did not return, a venue no fetcher "
-    "serves, a plan whose edge names an unknown node) and, anywhere in a request, text with "
-    "a NUL character or a lone surrogate",
+    "serves, a plan whose edge names an unknown node, a movement intent its executors refuse "
+    "(an amount finer than the asset's decimals, a destination that is not an address of the "
+    "chain): detail.field intent.<field>, detail.reason the executor's code) and, anywhere "
+    "in a request, text with a NUL character or a lone surrogate",
+    431: "Request head larger than MG_API_MAX_HEADER_BYTES (HEADERS_TOO_LARGE)",
     503: "Not ready",
 }
 
@@ -144,6 +147,7 @@ def _operation(ep: Endpoint, ref: Any, components: dict[str, Any]) -> dict[str, 
         errors |= {400, 413}
     if ep.body_model or ep.query_model or ep.path_model:
         errors.add(422)
+    errors.add(431)  # the header limit sits in front of every route
     for status in sorted(errors):
         if str(status) in responses:
             continue

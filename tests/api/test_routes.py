@@ -165,6 +165,14 @@ async def test_openapi_matches_the_routes(api: Api) -> None:
     assert len(operation_ids) == len(set(operation_ids))
     create = doc["paths"]["/v3/movements"]["post"]
     assert {"201", "200", "400", "401", "403", "409", "422"} <= set(create["responses"])
+    assert "intent.<field>" in create["responses"]["422"]["description"]  # check_intent's 422
+    # the header limit sits in front of every route (tests/api/test_slowloris.py)
+    assert all(
+        "431" in op["responses"]
+        for ops in doc["paths"].values()
+        for op in ops.values()
+        if op["operationId"] != "openapi"
+    )
     assert any(p["name"] == "Idempotency-Key" and p["in"] == "header" for p in create["parameters"])
     schemas = doc["components"]["schemas"]
     amount = schemas["Intent"]["properties"]["amount"]
