@@ -1,7 +1,9 @@
 -- Issue 25 item 1: nodes that recovery has not decided for
 -- MG_NODE_UNKNOWN_ATTENTION_SECONDS — UNKNOWN that long, or SUBMITTING that long
 -- past the SUBMITTING grace — put their movement in front of a person, once per
--- node attempt (movement_node_attention). Moving the request EXECUTING →
+-- node attempt and EXECUTING episode (movement_node_attention): a node paged before
+-- an operator resumed the movement (or resolved a sibling) pages again once the
+-- request has been back in EXECUTING for the same bound (migration 0026). Moving the request EXECUTING →
 -- MANUAL_INTERVENTION is the existing attention path: the request trigger writes
 -- the request_attention event (and its callback), whose trigger raises the
 -- critical notification.
@@ -24,8 +26,12 @@ WITH due AS (
                            ELSE %(attention_seconds)s END)
       AND r.request_state = 'EXECUTING'
       AND r.network_class = %(network_class)s
-      AND NOT EXISTS (SELECT 1 FROM movement_node_attention a
-                      WHERE a.node_id = n.id AND a.attempt_no = n.attempt_no)
+      AND NOT EXISTS (
+          SELECT 1 FROM movement_node_attention a
+          WHERE a.node_id = n.id AND a.attempt_no = n.attempt_no
+            AND (a.raised_at >= coalesce(r.state_entered_at, r.updated_at)
+                 OR coalesce(r.state_entered_at, r.updated_at)
+                    >= now() - make_interval(secs => %(attention_seconds)s)))
       -- money in flight on another branch is never abandoned (the observer and
       -- recovery work only on EXECUTING requests): wait until it settles
       AND NOT EXISTS (
@@ -42,7 +48,9 @@ WITH due AS (
     INSERT INTO movement_node_attention
         (node_id, attempt_no, request_id, node_key, node_state, undecided_seconds)
     SELECT node_id, attempt_no, request_id, node_key, node_state, undecided_seconds FROM due
-    ON CONFLICT DO NOTHING
+    ON CONFLICT (node_id, attempt_no) DO UPDATE
+        SET raised_at = now(), node_state = EXCLUDED.node_state,
+            undecided_seconds = EXCLUDED.undecided_seconds
     RETURNING request_id, node_key, node_state, undecided_seconds
 ), moved AS (
     UPDATE movement_requests r

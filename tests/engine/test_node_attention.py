@@ -1,6 +1,7 @@
 """Nothing stuck silently (issue 25 items 1 and 2).
 
-- A node recovery cannot decide pages once after MG_NODE_UNKNOWN_ATTENTION_SECONDS:
+- A node recovery cannot decide pages after MG_NODE_UNKNOWN_ATTENTION_SECONDS, once
+  per EXECUTING episode (again a bound after an operator's resume or resolve):
   the movement goes to MANUAL_INTERVENTION (request_attention event, critical
   notification, callback row) — also when a hung submit holds the node row.
 - A request whose settle failed after its node's outcome committed (the
@@ -100,12 +101,52 @@ async def test_an_undecided_node_pages_once(svc: ServiceContext) -> None:
         "request_attention", "critical", None,
     )  # fmt: skip
 
-    # an operator resumes (recovery gets another go): the same attempt never pages again
+    # an operator resumes (recovery gets another go): no page again within the bound...
     await resume_movement(svc.db, rid, actor="carol")
     for _ in range(3):
-        await recover_unknown_nodes(impatient)
+        await recover_unknown_nodes(svc)
     assert await _state(svc, rid) == "EXECUTING"
     assert await svc.db.fetchval(COUNT_EVENTS, {"rid": rid, "type": "request_attention"}) == 1
+    # ...but a node still undecided a bound after the resume pages again, once
+    assert await recover_unknown_nodes(impatient) == 1
+    await recover_unknown_nodes(impatient)
+    assert await _state(svc, rid) == "MANUAL_INTERVENTION"
+    assert await svc.db.fetchval(COUNT_EVENTS, {"rid": rid, "type": "request_attention"}) == 2
+
+
+async def test_a_second_undecided_node_pages_again_after_its_sibling_is_resolved(
+    svc: ServiceContext,
+) -> None:
+    """Two undecided nodes page together; operators settle one FAILED (four-eyes), which
+    puts the movement back to EXECUTING with the other still UNKNOWN: that one must not
+    wait silently, it pages again a bound later."""
+    from qtg.services.node_attention import resolve_node
+
+    await template(
+        svc, "two",
+        [node(k, "evm_transfer", sandbox=UNDECIDED) for k in "xy"],
+        [],
+    )  # fmt: skip
+    m = await movement(svc, "two")
+    rid = m["id"]
+    while await dispatch_ready_nodes(svc):
+        pass
+    assert {(await _node(svc, rid, k))["node_state"] for k in "xy"} == {"UNKNOWN"}
+    impatient = with_settings(svc, node_unknown_attention_seconds=0.001)
+    assert await recover_unknown_nodes(impatient) == 1
+    assert await _state(svc, rid) == "MANUAL_INTERVENTION"
+    for actor in ("carol", "dave"):
+        await resolve_node(
+            svc.db, svc.settings, rid, "x", actor=actor, outcome="FAILED",
+            evidence="the signer's nonce was never used",
+        )  # fmt: skip
+    assert (await _node(svc, rid, "x"))["node_state"] == "FAILED"
+    assert await _state(svc, rid) == "EXECUTING"  # y still undecided: nothing derives yet
+    await recover_unknown_nodes(svc)  # within the bound: quiet
+    assert await svc.db.fetchval(COUNT_EVENTS, {"rid": rid, "type": "request_attention"}) == 1
+    assert await recover_unknown_nodes(impatient) == 1
+    assert await _state(svc, rid) == "MANUAL_INTERVENTION"
+    assert await svc.db.fetchval(COUNT_EVENTS, {"rid": rid, "type": "request_attention"}) == 2
 
 
 async def test_a_hung_submit_pages_without_waiting_for_its_node(svc: ServiceContext) -> None:
