@@ -41,6 +41,11 @@ CALLBACKS = Query(
     "SELECT count(*) FROM movement_callback_outbox WHERE request_id = %(rid)s"
     " AND event_type = %(type)s",
 )
+PAGE_NODES = Query(
+    "tests/attention-page-nodes",
+    "SELECT body, links -> 'node_keys' AS node_keys FROM notifications"
+    " WHERE request_id = %(rid)s AND kind = 'request_attention'",
+)
 LOCK_REQUEST = Query(
     "tests/attention-lock-request",
     "SELECT id FROM movement_requests WHERE id = %(rid)s FOR NO KEY UPDATE",
@@ -168,6 +173,8 @@ async def test_a_hung_submit_pages_without_waiting_for_its_node(svc: ServiceCont
             await recover_unknown_nodes(impatient)
         assert await _state(svc, m["id"]) == "MANUAL_INTERVENTION"
     assert (await _node(svc, m["id"]))["node_state"] == "SUBMITTING"  # nothing guessed
+    [page] = await svc.db.fetch(PAGE_NODES, {"rid": m["id"]})  # the page names the node
+    assert page["node_keys"] == ["x"] and "x: SUBMITTING" in page["body"], page
 
 
 class _Gated:
