@@ -179,7 +179,8 @@ def _keys_once(key: str | None, key_file: str | None, previous: str | None) -> A
 
 
 class UnkeyedChainError(RuntimeError):
-    """A key is configured but the chain's newest row is not keyed (issue 26).
+    """A key is configured but the chain's newest row is not keyed (issue 26), or
+    the other way round: no key configured and the newest row is keyed.
 
     Nothing tells a legacy chain written before the key from one an attacker
     re-hashed as legacy (or whose keyed rows they deleted): only a keyed row
@@ -201,11 +202,32 @@ def unkeyed_head_problem(head: Mapping[str, Any] | None) -> str | None:
     )
 
 
+def keyed_head_problem(head: Mapping[str, Any] | None) -> str | None:
+    """Why an unkeyed promoter may not extend a chain whose newest row is `head`, or None.
+
+    The downgrade the other way: a runtime started without the key (a lost setting,
+    a copied unit file) would append legacy rows after keyed ones, which nobody can
+    tell from rows written by someone who never had the key.
+    """
+    if head is None or head["chain_version"] == audit_chain.LEGACY_VERSION:
+        return None
+    return (
+        f"the audit chain is keyed (its newest row, audit_events id {head['id']}, is keyed "
+        f"with key id {head['key_id']!r}) but no audit HMAC key is configured: set "
+        "MG_AUDIT_HMAC_KEY or MG_AUDIT_HMAC_KEY_FILE to the key it was written with; an "
+        "unkeyed runtime would append rows nobody can tell from forged ones"
+    )
+
+
+def head_problem(head: Mapping[str, Any] | None, keys: AuditKeys | None) -> str | None:
+    """Why a promoter keyed (or not) as `keys` may not extend a chain headed by `head`."""
+    return keyed_head_problem(head) if keys is None else unkeyed_head_problem(head)
+
+
 async def check_chain_extendable(db: Database, keys: AuditKeys | None) -> None:
-    """UnkeyedChainError when a keyed promoter may not extend the chain (start-up check)."""
-    if keys is None:
-        return
-    problem = unkeyed_head_problem(await db.fetchrow(SQL.chain_head))
+    """UnkeyedChainError when this runtime's promoter may not extend the chain: keyed on
+    an unkeyed head, or unkeyed on a keyed one (the start-up check)."""
+    problem = head_problem(await db.fetchrow(SQL.chain_head), keys)
     if problem is not None:
         raise UnkeyedChainError(problem)
 
@@ -230,8 +252,8 @@ async def promote_pending(
         if not rows:
             return 0
         head_row = await tx.fetchrow(SQL.chain_head)
-        if keys is not None and not adopt_unkeyed:
-            problem = unkeyed_head_problem(head_row)
+        if not (keys is not None and adopt_unkeyed):
+            problem = head_problem(head_row, keys)
             if problem is not None:
                 raise UnkeyedChainError(problem)
         head = head_row["row_hash"] if head_row is not None else audit_chain.GENESIS_HASH

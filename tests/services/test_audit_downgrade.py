@@ -88,6 +88,20 @@ async def test_a_keyed_promoter_refuses_to_extend_an_unkeyed_head(db: Database) 
     await check_chain_extendable(db, None)  # an unkeyed runtime is not affected
 
 
+async def test_an_unkeyed_promoter_refuses_to_extend_a_keyed_head(db: Database) -> None:
+    """The downgrade the other way: a runtime started without the key (a lost setting)
+    must not append legacy rows after keyed ones."""
+    await chained(db, 2)  # keyed rows
+    await write_facts(db, 2, start=2)
+    with pytest.raises(UnkeyedChainError, match="MG_AUDIT_HMAC_KEY or MG_AUDIT_HMAC_KEY_FILE"):
+        await promote_pending(db)
+    with pytest.raises(UnkeyedChainError, match=f"keyed with key id '{KEY_ID}'"):
+        await check_chain_extendable(db, None)
+    assert len(await _events(db)) == 2  # the two facts wait in the outbox
+    await check_chain_extendable(db, keys_for())  # the keyed runtime goes on
+    assert await promote_pending(db, keys=keys_for()) == 2
+
+
 async def _events(db: Database) -> list[dict]:
     from services.test_audit import EVENTS
 
@@ -133,6 +147,23 @@ def test_a_keyed_runtime_will_not_start_on_an_unkeyed_chain(dsn: str, procs) -> 
     assert "qtg runtime cannot start" in log
     assert "is unkeyed" in log and "qtg audit adopt" in log
     assert KEY not in log
+
+
+@pytest.mark.slow
+def test_a_runtime_without_the_key_will_not_start_on_a_keyed_chain(dsn: str, procs) -> None:
+    import trio
+
+    async def keyed() -> None:
+        async with Database(dsn, min_size=1, max_size=2) as db:
+            await chained(db, 2)
+
+    trio.run(keyed)
+    proc = RuntimeProcess.launcher(base_env(MG_DATABASE_URL=dsn))
+    procs.append(proc)
+    assert proc.wait_exit(60) == 1
+    log = proc.log()
+    assert "qtg runtime cannot start" in log
+    assert "the audit chain is keyed" in log and "MG_AUDIT_HMAC_KEY" in log
 
 
 def test_embedded_settings_get_a_generated_0600_key(tmp_path: Path) -> None:
