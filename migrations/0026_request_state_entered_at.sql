@@ -87,3 +87,9 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+-- The attention sweep's walk (sql/node_attention/raise_attention.sql): undecided
+-- nodes in the order they became undecided.
+CREATE INDEX movement_request_nodes_undecided
+    ON movement_request_nodes ((coalesce(state_entered_at, updated_at)))
+    WHERE node_state IN ('UNKNOWN', 'SUBMITTING');

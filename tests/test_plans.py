@@ -52,13 +52,15 @@ FROM generate_series(1, {requests}) i;
 -- 30k nodes: per request one OBSERVING (due), one READY, one UNKNOWN (one in
 -- a hundred due for recovery, in the catch-all lane)
 INSERT INTO movement_request_nodes (request_id, plan_node_id, node_key, node_kind,
-    action_type, node_state, request_created_at, next_observe_at, next_recover_at)
+    action_type, node_state, request_created_at, next_observe_at, next_recover_at,
+    state_entered_at)
 SELECT r.id, '00000000-0000-0000-0000-000000000003', 'n' || j, 'action',
        CASE WHEN j = 3 AND random() < 0.01 THEN 'other_x' ELSE 'cex_withdrawal' END,
        CASE WHEN r.request_state = 'COMPLETED' THEN 'COMPLETED'
             WHEN j = 1 THEN 'OBSERVING' WHEN j = 2 THEN 'READY' ELSE 'UNKNOWN' END,
        r.created_at, now() - interval '1 s',
-       CASE WHEN random() < 0.01 THEN now() - interval '1 s' ELSE now() + interval '1 hour' END
+       CASE WHEN random() < 0.01 THEN now() - interval '1 s' ELSE now() + interval '1 hour' END,
+       r.created_at  -- undecided for up to an hour: past the attention bound
 FROM movement_requests r CROSS JOIN generate_series(1, 3) j;
 -- a capital transfer per request: the history completed, one in a hundred open
 INSERT INTO capital_transfer_requests (network_class, asset, amount, source, destination,
@@ -81,6 +83,10 @@ PARAMS: dict[str, Any] = {
     "named_patterns": NAMED,
     "tried": [],
 }
+
+PARAMS_ATTENTION: dict[str, Any] = {**PARAMS, "attention_seconds": 900.0}
+#: The sweep's worst case walks all 8.5k undecided nodes (~50 ms here).
+ATTENTION_BOUND_MS = 400.0
 
 NODES = "movement_request_nodes"
 TRANSFERS = "capital_transfer_requests"
@@ -157,6 +163,35 @@ def test_each_claim_and_due_query_walks_its_index_on_stale_statistics(
         assert not kind.startswith("Bitmap"), (query, kind)
     assert via and via <= allowed, (query, via)
     assert explained["Execution Time"] < BOUND_MS, (query, explained["Execution Time"])
+
+
+def test_the_attention_sweep_walks_undecided_nodes_on_stale_statistics(burst_dsn: str) -> None:
+    """node_recovery runs the page sweep after every pass. On stale statistics it
+    walked every EXECUTING request and bitmap-scanned the nodes of each: 1.2 s on
+    this burst (2 s with its nodes past the bound). Now it walks the undecided
+    nodes in entry order, each request by primary key, each sibling through the
+    request_id index; this burst is its worst case (every undecided node has a
+    sibling in flight, so none pages and the walk goes to the end): ~50 ms."""
+    explained = _explain(burst_dsn, "node_attention/raise_attention", PARAMS_ATTENTION)
+    scans = list(_scans(explained["Plan"]))
+    walks = [s for s in scans if s.get("Relation Name") == NODES and s["Node Type"] == "Index Scan"]
+    assert [w["Index Name"] for w in walks] == ["movement_request_nodes_undecided"]
+    for scan in scans:
+        relation, kind = scan.get("Relation Name"), scan["Node Type"]
+        if relation == NODES and kind != "Index Scan":
+            # the in-flight sibling test: three rows of one request
+            assert scan["Plans"][0]["Index Name"] == "movement_request_nodes_request", scan
+        elif relation == "movement_requests" and kind != "ModifyTable":
+            index = scan.get("Index Name") or scan["Plans"][0]["Index Name"]
+            assert index == "movement_requests_pkey", (kind, index)
+    # nothing is locked but what will be paged (here nothing: all wait for a sibling)
+    [locks] = [
+        s
+        for s in scans
+        if s["Node Type"] == "LockRows" and s.get("Parent Relationship") == "Subquery"
+    ] or [None]
+    assert locks is None or locks["Actual Rows"] == 0
+    assert explained["Execution Time"] < ATTENTION_BOUND_MS, explained["Execution Time"]
 
 
 def test_the_stale_statistics_are_really_stale(burst_dsn: str) -> None:
