@@ -4,13 +4,24 @@
 -- this one sends it *after committing* — no row lock or transaction is held
 -- across HTTP. If the sender dies mid-flight the lease runs out and the row is
 -- sent again (delivery is at-least-once; receivers dedupe by nonce).
+--
+-- A walk of movement_callback_outbox_pending (created_at) stopping at its LIMIT,
+-- each row's request by primary key only (a LATERAL sub-select, its test wrapped
+-- in IS TRUE; the due test too, so no other partial index offers a bitmap scan
+-- and a sort of every pending row): the plan holds on stale statistics, where
+-- it hash-joined every pending row with every request of the class (issue 29).
 WITH due AS (
     SELECT o.id
     FROM movement_callback_outbox o
-    JOIN movement_requests r ON r.id = o.request_id
+    CROSS JOIN LATERAL (
+        SELECT r.id
+        FROM movement_requests r
+        WHERE r.id = o.request_id
+          AND (r.network_class = %(network_class)s) IS TRUE
+        OFFSET 0
+    ) r
     WHERE o.status = 'pending'
-      AND o.next_attempt_at <= now()
-      AND r.network_class = %(network_class)s
+      AND (o.next_attempt_at <= now()) IS TRUE
     ORDER BY o.created_at ASC, o.id ASC
     LIMIT %(limit)s
     FOR UPDATE OF o SKIP LOCKED
