@@ -17,14 +17,12 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from qtg.domain import audit_chain
 from qtg.domain.callback_targets import parse_allowlist
-
-
-class ConfigError(ValueError):
-    """A setting has a value that cannot be used; the message names the variable."""
-
+from qtg.domain.errors import ConfigError  # re-exported: `from qtg.config import ConfigError`
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -506,8 +504,6 @@ class Settings:
         parse_chains(settings.cctp_chains)
         settings.validate_security()
         # ---- audit anchoring (issue 17 item 4): an unreadable or short key stops start-up.
-        from qtg.services.audit import audit_keys
-
         audit_keys(settings)
         return settings
 
@@ -595,3 +591,61 @@ def _non_optional(hint: Any) -> Any:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         return args[0]
     return hint
+
+
+# ---- audit keys (issue 17 item 4): parsed with the settings, below the services that use them
+
+
+@dataclass(frozen=True, slots=True)
+class AuditKeys:
+    """The key new rows are chained with, and every key verification accepts (by key_id)."""
+
+    current: bytes
+    by_id: Mapping[str, bytes]
+
+    @property
+    def current_id(self) -> str:
+        return audit_chain.key_id(self.current)
+
+
+def _key_bytes(text: str, setting_name: str) -> bytes:
+    key = text.strip().encode("utf-8")
+    if len(key) < audit_chain.MIN_KEY_BYTES:
+        raise ConfigError(
+            f"{setting_name}: the audit HMAC key must be at least "
+            f"{audit_chain.MIN_KEY_BYTES} bytes, got {len(key)}"
+        )
+    return key
+
+
+def audit_keys(settings: Settings) -> AuditKeys | None:
+    """The configured audit keys, or None (unkeyed). ConfigError naming the setting if bad.
+
+    Never logs or echoes the key: error messages name only the setting and a length.
+    """
+    if settings.audit_hmac_key and settings.audit_hmac_key_file:
+        raise ConfigError("MG_AUDIT_HMAC_KEY and MG_AUDIT_HMAC_KEY_FILE are both set; set one")
+    if settings.audit_hmac_key_file:
+        try:
+            text = Path(settings.audit_hmac_key_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"MG_AUDIT_HMAC_KEY_FILE: cannot read {settings.audit_hmac_key_file!r} "
+                f"({type(exc).__name__})"
+            ) from None
+        current = _key_bytes(text, "MG_AUDIT_HMAC_KEY_FILE")
+    elif settings.audit_hmac_key:
+        current = _key_bytes(settings.audit_hmac_key, "MG_AUDIT_HMAC_KEY")
+    else:
+        if settings.audit_hmac_previous_keys:
+            raise ConfigError(
+                "MG_AUDIT_HMAC_PREVIOUS_KEYS is set but neither MG_AUDIT_HMAC_KEY nor "
+                "MG_AUDIT_HMAC_KEY_FILE is"
+            )
+        return None
+    keys = [current] + [
+        _key_bytes(part, "MG_AUDIT_HMAC_PREVIOUS_KEYS")
+        for part in (settings.audit_hmac_previous_keys or "").split(",")
+        if part.strip()
+    ]
+    return AuditKeys(current=current, by_id={audit_chain.key_id(k): k for k in keys})

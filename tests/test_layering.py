@@ -39,14 +39,8 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("qtg.api.routes.metrics", "qtg.runtime.metrics"),
         ("qtg.api.server", "qtg.runtime.metrics"),
         ("qtg.services.context", "qtg.runtime.metrics"),
-        # audit key parsing belongs below config
-        ("qtg.config", "qtg.services.audit"),
-        # ConfigError (and Settings, for a type) belong below the domain parsers
+        # Settings, as a type of the notification rules' arguments (a Protocol is due)
         ("qtg.domain.attention", "qtg.config"),
-        ("qtg.domain.ccip", "qtg.config"),
-        ("qtg.domain.cctp", "qtg.config"),
-        ("qtg.domain.chain_outcome", "qtg.config"),
-        ("qtg.domain.evm", "qtg.config"),
         # the nonce and send-intent stores the executors need belong with the providers
         ("qtg.providers.ccip.executor", "qtg.services"),
         ("qtg.providers.cctp.executor", "qtg.services"),
@@ -121,4 +115,4 @@ def test_the_check_sees_an_upward_import() -> None:
     assert ("qtg.services.dispatch", "qtg.domain.states") in found or any(
         m == "qtg.services.dispatch" and i.startswith("qtg.domain") for m, i in found
     )
-    assert ("qtg.config", "qtg.services.audit") in upward()
+    assert ("qtg.services.heartbeats", "qtg.runtime.heartbeats") in upward()

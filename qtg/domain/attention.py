@@ -231,8 +231,8 @@ def _check_webhook_host(host: str, allowed_hosts: str) -> None:
     secret (Slack's carries its token), so the error names neither it nor its host.
     The dispatcher checks again on every address the name resolves to when it sends.
     """
-    from qtg.config import ConfigError
     from qtg.domain.callback_targets import parse_allowlist, refused_host
+    from qtg.domain.errors import ConfigError
 
     try:
         allow = parse_allowlist(allowed_hosts)
@@ -248,7 +248,7 @@ def _check_webhook_host(host: str, allowed_hosts: str) -> None:
 
 def validate_attention_settings(settings: Settings) -> None:
     """Start-up checks of the issue-14 settings (a ConfigError names the variable)."""
-    from qtg.config import ConfigError
+    from qtg.domain.errors import ConfigError
 
     try:
         parse_severities(settings.notify_webhook_severities, "MG_NOTIFY_WEBHOOK_SEVERITIES")

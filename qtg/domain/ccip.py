@@ -15,7 +15,7 @@ from typing import Any
 
 from eth_hash.auto import keccak
 
-from qtg.config import ConfigError
+from qtg.domain.errors import ConfigError
 from qtg.domain.evm import is_address
 
 LANES_ENV = "MG_CCIP_LANES"

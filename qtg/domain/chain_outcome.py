@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from qtg.config import ConfigError
+from qtg.domain.errors import ConfigError
 
 #: Geth refuses a same-nonce replacement below +10 % on both fee fields; 12 % clears it.
 REPLACEMENT_BUMP_PERCENT = 12

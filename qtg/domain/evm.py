@@ -12,7 +12,7 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any
 
-from qtg.config import ConfigError
+from qtg.domain.errors import ConfigError
 
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 #: keccak("transfer(address,uint256)")[:4]

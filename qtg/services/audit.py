@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from qtg.config import AuditKeys, audit_keys  # re-exported: the services' callers use them here
 from qtg.db import Database, sql_family
 from qtg.domain import audit_chain
 from qtg.services.auditing import record_audit
@@ -65,65 +66,6 @@ VERIFY_PAGE_SIZE = 1000
 #: How often, and how far apart, `qtg audit adopt` tries to take the chain's lock.
 ADOPT_ATTEMPTS = 200
 ADOPT_RETRY_SECONDS = 0.05
-
-
-@dataclass(frozen=True, slots=True)
-class AuditKeys:
-    """The key new rows are chained with, and every key verification accepts (by key_id)."""
-
-    current: bytes
-    by_id: Mapping[str, bytes]
-
-    @property
-    def current_id(self) -> str:
-        return audit_chain.key_id(self.current)
-
-
-def _key_bytes(text: str, setting_name: str) -> bytes:
-    from qtg.config import ConfigError
-
-    key = text.strip().encode("utf-8")
-    if len(key) < audit_chain.MIN_KEY_BYTES:
-        raise ConfigError(
-            f"{setting_name}: the audit HMAC key must be at least "
-            f"{audit_chain.MIN_KEY_BYTES} bytes, got {len(key)}"
-        )
-    return key
-
-
-def audit_keys(settings: Settings) -> AuditKeys | None:
-    """The configured audit keys, or None (unkeyed). ConfigError naming the setting if bad.
-
-    Never logs or echoes the key: error messages name only the setting and a length.
-    """
-    from qtg.config import ConfigError
-
-    if settings.audit_hmac_key and settings.audit_hmac_key_file:
-        raise ConfigError("MG_AUDIT_HMAC_KEY and MG_AUDIT_HMAC_KEY_FILE are both set; set one")
-    if settings.audit_hmac_key_file:
-        try:
-            text = Path(settings.audit_hmac_key_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(
-                f"MG_AUDIT_HMAC_KEY_FILE: cannot read {settings.audit_hmac_key_file!r} "
-                f"({type(exc).__name__})"
-            ) from None
-        current = _key_bytes(text, "MG_AUDIT_HMAC_KEY_FILE")
-    elif settings.audit_hmac_key:
-        current = _key_bytes(settings.audit_hmac_key, "MG_AUDIT_HMAC_KEY")
-    else:
-        if settings.audit_hmac_previous_keys:
-            raise ConfigError(
-                "MG_AUDIT_HMAC_PREVIOUS_KEYS is set but neither MG_AUDIT_HMAC_KEY nor "
-                "MG_AUDIT_HMAC_KEY_FILE is"
-            )
-        return None
-    keys = [current] + [
-        _key_bytes(part, "MG_AUDIT_HMAC_PREVIOUS_KEYS")
-        for part in (settings.audit_hmac_previous_keys or "").split(",")
-        if part.strip()
-    ]
-    return AuditKeys(current=current, by_id={audit_chain.key_id(k): k for k in keys})
 
 
 #: File, under MG_EMBEDDED_DATA_DIR, holding the generated audit key (embedded database only).
