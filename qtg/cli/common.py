@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 from qtg.config import ConfigError, Settings
 from qtg.db.embedded import EmbeddedPostgresError, embedded_database
 from qtg.db.migrate import MigrationError, check, migrate
+from qtg.domain.redaction import dsn_secrets, redact
 
 
 class CommandError(RuntimeError):
@@ -102,23 +102,9 @@ def describe_dsn(dsn: str) -> str:
     return f"{user + '@' if user else ''}{where}/{params.get('dbname') or user or ''}"
 
 
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
 def scrub(text: str, *dsns: str | None) -> str:
     """`text` with the passwords of `dsns`, and anything shaped like a password, masked."""
-    for dsn in dsns:
-        if not dsn:
-            continue
-        try:
-            password = conninfo_to_dict(dsn).get("password")
-        except psycopg.Error:
-            password = None
-        if password:
-            text = text.replace(str(password), "***")
-    text = _URL_PASSWORD.sub(r"\1***@", text)
-    return _KV_PASSWORD.sub(r"\1***", text)
+    return redact(text, dsn_secrets(*dsns))
 
 
 def error_line(exc: BaseException, args: argparse.Namespace) -> str:

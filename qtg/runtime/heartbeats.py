@@ -23,43 +23,20 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import trio
 
-from qtg.runtime.logs import redact
+from qtg.domain.redaction import describe_error
+from qtg.services.heartbeats import Beat
 
 log = logging.getLogger("qtg.runtime.heartbeats")
 
 #: How long a final ("stopped") write may hold up shutdown.
 FINAL_WRITE_SECONDS = 2.0
-#: last_error is a hint for an operator, not a log: keep it short.
-MAX_ERROR_CHARS = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Beat:
-    """What one heartbeat write says; counters are increments since the last write."""
-
-    worker: str
-    status: str  # 'running' | 'backoff' | 'crashed' | 'stopped'
-    iterations: int
-    items: int
-    consecutive_errors: int
-    last_success_at: datetime | None
-    last_error: str | None
 
 
 Writer = Callable[[Beat], Awaitable[None]]
-
-
-def describe_error(exc: BaseException) -> str:
-    """`Type: first line`, scrubbed of DSN passwords, short enough for a row."""
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    described = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return redact(described)[:MAX_ERROR_CHARS]
 
 
 class Heartbeat:

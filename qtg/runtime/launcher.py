@@ -46,7 +46,8 @@ import trio
 from qtg.config import ConfigError, Settings
 from qtg.db import Database, ListenHub, sql_family
 from qtg.db.migrate import MigrationError, check, migrate
-from qtg.runtime.heartbeats import Heartbeat, describe_error
+from qtg.domain.redaction import describe_error
+from qtg.runtime.heartbeats import Heartbeat
 from qtg.runtime.logs import configure_logging, dsn_secrets
 from qtg.runtime.loop import run_loop
 from qtg.runtime.metrics import RuntimeMetrics

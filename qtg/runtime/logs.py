@@ -18,52 +18,19 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from psycopg.conninfo import conninfo_to_dict
+from qtg.domain.redaction import dsn_secrets, redact
 
 __all__ = ["RedactingFilter", "configure_logging", "dsn_secrets", "redact"]
-
-MASK = "***"
-
-# scheme://user:password@host  → scheme://user:***@host
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/?#@\s]*:)[^@/\s]+(?=@)")
-# password=secret or password='se cret'  (libpq key/value DSNs, error messages)
-_KV_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s]+)", re.I)
 
 # LogRecord attributes that are not "extra" fields.
 _STANDARD = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
 )
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """`text` with DSN passwords and the given secret values replaced by ***."""
-    text = _URL_PASSWORD.sub(lambda m: m.group("head") + MASK, text)
-    text = _KV_PASSWORD.sub(lambda m: m.group("head") + MASK, text)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, MASK)
-    return text
-
-
-def dsn_secrets(*dsns: str | None) -> list[str]:
-    """The passwords inside these DSNs, to register as secrets (unparseable: ignored)."""
-    found: list[str] = []
-    for dsn in dsns:
-        if not dsn:
-            continue
-        try:
-            password = conninfo_to_dict(dsn).get("password")
-        except Exception:  # a DSN we cannot parse has no password we can find either
-            continue
-        if password:
-            found.append(str(password))
-    return found
 
 
 class RedactingFilter(logging.Filter):

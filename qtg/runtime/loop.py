@@ -45,7 +45,8 @@ from datetime import UTC, datetime
 import trio
 
 from qtg.db.hub import Wakeup
-from qtg.runtime.heartbeats import Heartbeat, describe_error
+from qtg.domain.redaction import describe_error
+from qtg.runtime.heartbeats import Heartbeat
 from qtg.runtime.metrics import WorkerMetrics
 
 log = logging.getLogger("qtg.runtime.loop")

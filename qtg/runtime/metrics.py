@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from qtg.db import Database, sql_family
-from qtg.runtime.heartbeats import describe_error
+from qtg.domain.redaction import describe_error
 
 __all__ = ["CONTENT_TYPE_LATEST", "RuntimeMetrics", "WorkerMetrics"]
 

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import trio
 
-from qtg.runtime.heartbeats import describe_error
+from qtg.domain.redaction import describe_error
 
 log = logging.getLogger("qtg.runtime.supervision")
 

@@ -40,8 +40,8 @@ import trio
 
 from qtg.db import Database, Jsonb, sql_family
 from qtg.domain.balances import exact_amount, is_stale
+from qtg.domain.redaction import describe_error
 from qtg.providers.balances import Balance, BalanceFetcher
-from qtg.runtime.heartbeats import describe_error
 from qtg.services.context import ServiceContext
 from qtg.services.errors import InvalidInput, ServiceError
 

@@ -35,8 +35,8 @@ import trio
 
 from qtg.db import Database, sql_family
 from qtg.domain.balances import FINAL_TRANSFER_STATUSES, TRANSFER_STATUSES, exact_amount
+from qtg.domain.redaction import describe_error
 from qtg.providers.cex import CexClient, CexTransfer
-from qtg.runtime.heartbeats import describe_error
 from qtg.services.context import ServiceContext
 
 SQL = sql_family(

@@ -17,12 +17,25 @@ import secrets
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from qtg.db import Database, sql_family
-from qtg.runtime.heartbeats import Beat
 
 SQL = sql_family("heartbeats", "seed", "prune", "beat", "mark_crashed", "list")
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """What one heartbeat write says; counters are increments since the last write."""
+
+    worker: str
+    status: str  # 'running' | 'backoff' | 'crashed' | 'stopped'
+    iterations: int
+    items: int
+    consecutive_errors: int
+    last_success_at: datetime | None
+    last_error: str | None
 
 
 @dataclass(frozen=True, slots=True)
