@@ -11,19 +11,12 @@
 ALTER TABLE movement_requests ADD COLUMN state_entered_at timestamptz;
 ALTER TABLE movement_requests ALTER COLUMN state_entered_at SET DEFAULT now();
 
-CREATE FUNCTION qtg_request_state_entered() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    NEW.state_entered_at := clock_timestamp();
-    RETURN NEW;
-END;
-$$;
-
+-- 0016's function only stamps NEW.state_entered_at: it serves this table as well.
 CREATE TRIGGER movement_requests_state_entered
     BEFORE UPDATE OF request_state ON movement_requests
     FOR EACH ROW
     WHEN (OLD.request_state IS DISTINCT FROM NEW.request_state)
-    EXECUTE FUNCTION qtg_request_state_entered();
+    EXECUTE FUNCTION qtg_node_state_entered();
 
 -- The page names the nodes that need a person: a submit that never returned (SUBMITTING
 -- past its grace, paged by the same sweep) was left out of the node list, so its page
