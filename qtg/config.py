@@ -406,6 +406,20 @@ class Settings:
     )
     audit_checkpoint_dir: str | None = setting("MG_AUDIT_CHECKPOINT_DIR", None)
 
+    # ---- retention (issue 29 item 4): `qtg prune`, meant for cron. Days may be
+    # fractional; 0 means "as soon as it is eligible". Heartbeats use
+    # MG_HEARTBEAT_RETENTION_SECONDS above.
+    # movement_events of movements terminal (COMPLETED, FAILED, …) for this long.
+    retention_events_days: float = setting("MG_RETENTION_EVENTS_DAYS", 90.0, minimum=0)
+    # sent / dead-lettered callback and notification messages, resolved notifications.
+    retention_outbox_days: float = setting("MG_RETENTION_OUTBOX_DAYS", 30.0, minimum=0)
+    # audit_events older than this are archived to a file, then deleted…
+    retention_audit_days: float = setting("MG_RETENTION_AUDIT_DAYS", 365.0, minimum=0)
+    # …only when this folder is set: audit rows are never deleted unarchived.
+    retention_audit_archive_dir: str | None = setting("MG_RETENTION_AUDIT_ARCHIVE_DIR", None)
+    # Rows one DELETE removes (each batch is its own short transaction).
+    retention_batch_size: int = count("MG_RETENTION_BATCH_SIZE", 1_000)
+
     # ---- metrics (issue 16 part 1): GET /metrics
     # true: /metrics needs a viewer token (401/403 like every route); default open,
     # as Prometheus scrapers expect on an internal address.

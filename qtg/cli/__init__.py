@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "audit",
     "token",
     "watch",
+    "prune",
 )
 
 

@@ -26,6 +26,7 @@ import trio
 from qtg.cli.common import CommandError, add_database_option, describe_dsn, schema_ready_url
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
+from qtg.domain import audit_chain
 from qtg.services.audit import (
     AuditKeys,
     UnkeyedChainError,
@@ -36,6 +37,7 @@ from qtg.services.audit import (
     verify_audit_chain,
     with_embedded_key,
 )
+from qtg.services.retention import verify_archive_files
 
 
 def register(subparsers: Any) -> None:
@@ -80,6 +82,15 @@ def register(subparsers: Any) -> None:
     )
     add_database_option(adopt)
     adopt.set_defaults(run=run_adopt)
+    archive = actions.add_parser(
+        "verify-archive",
+        help="re-check audit archive files written by `qtg prune` (no database)",
+        description="Recompute the hash chain of one or more archive files, oldest first: "
+        "every row chains to the one before it (across files too) and each file's anchor "
+        "names its last row (signed when MG_AUDIT_HMAC_KEY is set). Exit 0 OK, 1 broken.",
+    )
+    archive.add_argument("files", nargs="+", metavar="FILE")
+    archive.set_defaults(run=run_verify_archive)
 
 
 def _load_checkpoint(path: str) -> dict[str, Any]:
@@ -120,7 +131,12 @@ def run_verify(args: argparse.Namespace) -> int:
         result = trio.run(_verify, dsn, keys, checkpoint)
     if result.ok:
         against = f", extending checkpoint head id {checkpoint['head_id']}" if checkpoint else ""
-        print(f"{where}: OK, {result.checked} audit events verified{against}")
+        archived = (
+            f" (after the archive anchor: {result.archived} earlier events archived)"
+            if result.archived
+            else ""
+        )
+        print(f"{where}: OK, {result.checked} audit events verified{against}{archived}")
         if result.checked == 0 and checkpoint is None:
             print(
                 "WARNING: the audit log is empty; without a checkpoint, an emptied "
@@ -136,6 +152,35 @@ def run_verify(args: argparse.Namespace) -> int:
     at = f"audit_events id {result.first_broken_id}" if result.first_broken_id else "the table"
     print(f"{where}: BROKEN at {at}: {result.reason} ({result.checked} events before it verified)")
     return 1
+
+
+def run_verify_archive(args: argparse.Namespace) -> int:
+    keys = audit_keys(Settings.from_env())
+    paths = [Path(name) for name in args.files]
+    try:
+        check = verify_archive_files(paths, keys)
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f"archive: BROKEN: cannot read it ({type(exc).__name__}: {exc})")
+        return 1
+    if check.broken is not None:
+        at = f"audit_events id {check.broken.row_id}" if check.broken.row_id else "the file"
+        print(f"archive: BROKEN at {at}: {check.broken.reason} ({check.rows} rows before it)")
+        return 1
+    start = (
+        "the genesis hash"
+        if check.first_prev_hash == audit_chain.GENESIS_HASH
+        else f"hash {check.first_prev_hash} (an earlier archive's head)"
+    )
+    print(
+        f"archive: OK, {check.rows} audit events verified from {start} up to id "
+        f"{check.head_id} (head hash {check.head_hash}, {check.count} events in the chain)"
+    )
+    if keys is None:
+        print(
+            "WARNING: no MG_AUDIT_HMAC_KEY configured; keyed rows and anchors were not checked",
+            file=sys.stderr,
+        )
+    return 0
 
 
 def run_checkpoint(args: argparse.Namespace) -> int:

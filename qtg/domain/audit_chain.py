@@ -185,6 +185,8 @@ class KeyedVerifier:
     checkpoint: Mapping[str, Any] | None = None
     require_keyed: bool = False
     prev_hash: str = GENESIS_HASH
+    #: rows of the chain before the first one fed (archived rows: `from_anchor`)
+    base_count: int = 0
     checked: int = 0
     last_id: int = 0
     seen_keyed: bool = False
@@ -214,11 +216,11 @@ class KeyedVerifier:
                 "hash mismatch: the checkpoint's head row has another hash "
                 "(the chain was rewritten from here or before)",
             )
-        if self.checked + 1 != cp["count"]:
+        if self.base_count + self.checked + 1 != cp["count"]:
             return ChainBreak(
                 row["id"],
-                f"{self.checked + 1} rows up to the checkpoint's head, the checkpoint "
-                f"says {cp['count']} (rows removed or inserted before it)",
+                f"{self.base_count + self.checked + 1} rows up to the checkpoint's head, the "
+                f"checkpoint says {cp['count']} (rows removed or inserted before it)",
             )
         return None
 
@@ -271,7 +273,7 @@ class KeyedVerifier:
             return self.broken
         cp = self.checkpoint
         if cp is not None and cp["head_id"] > 0 and not self.head_seen:
-            if self.checked == 0:
+            if self.checked == 0 and self.base_count == 0:
                 return ChainBreak(
                     0, f"empty table but the checkpoint says {cp['count']} rows (all deleted)"
                 )
@@ -288,3 +290,189 @@ class KeyedVerifier:
                 "legacy, or its keyed rows deleted); if it is genuine, run `qtg audit adopt`",
             )
         return None
+
+
+# ---------------------------------------------------------------- archives
+# Issue 29 item 4. `qtg prune` exports the oldest rows to a JSON-lines archive
+# file, records an anchor {head_id, head_hash, count, ...} (the archived range's
+# last row; signed like a checkpoint when keyed) and deletes the rows up to it.
+# Verification then starts from the anchor instead of the genesis hash: the first
+# remaining row must chain to head_hash, and counts include the archived rows.
+# The archive file verifies on its own (`verify_archive_lines`).
+
+#: First line of an archive file names its format.
+ARCHIVE_FORMAT = "qtg-audit-archive/1"
+
+
+def make_anchor(
+    key: bytes | None, *, head_id: int, head_hash: str, count: int, created_at: datetime
+) -> dict[str, Any]:
+    """The anchor's checkpoint: signed (a checkpoint) with `key`, else the same fields unsigned."""
+    if key is not None:
+        return make_checkpoint(
+            key, head_id=head_id, head_hash=head_hash, count=count, created_at=created_at
+        )
+    return {
+        "head_id": head_id,
+        "head_hash": head_hash,
+        "count": count,
+        "key_id": None,
+        "created_at": canonical_timestamp(created_at),
+    }
+
+
+def check_anchor(anchor: Mapping[str, Any], keys: Mapping[str, bytes]) -> str | None:
+    """None if the anchor may be verified from: signed under a known key, or no keys at all.
+
+    With keys configured an unsigned anchor is refused: anyone with SQL access
+    could otherwise delete rows and write an anchor that skips them.
+    """
+    if not keys:
+        return None
+    if anchor.get("key_id") is None or "mac" not in anchor:
+        return (
+            f"the archive anchor at audit_events id {anchor.get('head_id')} is not signed "
+            "(written without an audit HMAC key), so a keyed verification cannot trust it"
+        )
+    problem = check_checkpoint(anchor, keys)
+    return None if problem is None else f"archive anchor: {problem}"
+
+
+def verifier_from_anchor(
+    anchor: Mapping[str, Any] | None,
+    head_chain_version: int,
+    *,
+    keys: Mapping[str, bytes],
+    checkpoint: Mapping[str, Any] | None = None,
+    require_keyed: bool = False,
+) -> KeyedVerifier | ChainBreak:
+    """A verifier that goes on after `anchor` (None: from the genesis hash), or the break.
+
+    A `checkpoint` whose head was archived cannot be checked row by row any
+    more: its head must be the anchor's own (same hash, same count) or an older
+    one (fewer rows); the archive files check it in full.
+    """
+    verifier = KeyedVerifier(keys=keys, checkpoint=checkpoint, require_keyed=require_keyed)
+    if anchor is None:
+        return verifier
+    problem = check_anchor(anchor, keys)
+    if problem is not None:
+        return ChainBreak(int(anchor["head_id"]), problem)
+    verifier.prev_hash = str(anchor["head_hash"])
+    verifier.base_count = int(anchor["count"])
+    verifier.last_id = int(anchor["head_id"])
+    verifier.seen_keyed = head_chain_version != LEGACY_VERSION
+    if checkpoint is not None and 0 < checkpoint["head_id"] <= verifier.last_id:
+        verifier.head_seen = True
+        if checkpoint["head_id"] == verifier.last_id and not (
+            hmac.compare_digest(str(checkpoint["head_hash"]), verifier.prev_hash)
+            and checkpoint["count"] == verifier.base_count
+        ):
+            return ChainBreak(
+                verifier.last_id,
+                "the checkpoint's head is the archive anchor's but its hash or count differs",
+            )
+        if checkpoint["count"] > verifier.base_count:
+            return ChainBreak(
+                verifier.last_id,
+                f"the checkpoint counts {checkpoint['count']} rows up to id "
+                f"{checkpoint['head_id']}, more than the archive anchor's {verifier.base_count}",
+            )
+    return verifier
+
+
+def archive_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An audit_events row as an archive line (JSON-safe; timestamps canonical)."""
+    out = dict(row)
+    out["occurred_at"] = canonical_timestamp(row["occurred_at"])
+    if row.get("promoted_at") is not None:
+        out["promoted_at"] = canonical_timestamp(row["promoted_at"])
+    return out
+
+
+def _row_from_archive(line: Mapping[str, Any]) -> dict[str, Any]:
+    row = dict(line)
+    row["occurred_at"] = datetime.fromisoformat(str(line["occurred_at"]))
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveCheck:
+    """What `verify_archive_lines` found: the break (None: intact) and how far it got."""
+
+    broken: ChainBreak | None
+    rows: int
+    first_prev_hash: str
+    head_id: int
+    head_hash: str
+    count: int
+
+
+def verify_archive_lines(files: Iterable[Iterable[str]], keys: Mapping[str, bytes]) -> ArchiveCheck:
+    """Re-check one or more archive files, oldest first, with no database.
+
+    Each file is a header line, its rows in chain order and an anchor line;
+    every row must chain to the one before it (across files too), and each
+    anchor must name the file's last row, its hash and the running count
+    (and, with `keys`, carry a valid mac).
+    """
+    verifier: KeyedVerifier | None = None
+    first_prev = GENESIS_HASH
+    anchor: Mapping[str, Any] = {}
+
+    def fail(row_id: int, reason: str) -> ArchiveCheck:
+        done = verifier.checked if verifier is not None else 0
+        return ArchiveCheck(ChainBreak(row_id, reason), done, first_prev, 0, "", 0)
+
+    for number, lines in enumerate(files, start=1):
+        parsed = (json.loads(line) for line in lines if line.strip())
+        header = next(parsed, None)
+        if not isinstance(header, dict) or header.get("format") != ARCHIVE_FORMAT:
+            return fail(0, f"archive file {number}: not a {ARCHIVE_FORMAT} file")
+        if verifier is None:
+            first_prev = str(header["prev_hash"])
+            verifier = KeyedVerifier(
+                keys=keys, prev_hash=first_prev, base_count=int(header["prev_count"])
+            )
+            verifier.seen_keyed = header.get("prev_chain_version", LEGACY_VERSION) != (
+                LEGACY_VERSION
+            )
+        elif header["prev_hash"] != verifier.prev_hash or int(header["prev_count"]) != (
+            verifier.base_count + verifier.checked
+        ):
+            return fail(0, f"archive file {number} does not continue the file before it")
+        anchor = {}
+        for item in parsed:  # rows, then the anchor line last (one line of look-behind)
+            if "anchor" in item:
+                anchor = item["anchor"] or {}
+                break
+            if not verifier.feed([_row_from_archive(item)]):
+                assert verifier.broken is not None
+                return ArchiveCheck(verifier.broken, verifier.checked, first_prev, 0, "", 0)
+        if next(parsed, None) is not None:
+            return fail(verifier.last_id, f"archive file {number}: lines after its anchor")
+        total = verifier.base_count + verifier.checked
+        if (
+            not anchor
+            or anchor.get("head_id") != verifier.last_id
+            or anchor.get("head_hash") != verifier.prev_hash
+            or anchor.get("count") != total
+        ):
+            return fail(
+                verifier.last_id,
+                f"archive file {number}: its anchor does not name its last row "
+                f"(id {verifier.last_id}, {total} rows) or is missing",
+            )
+        problem = check_anchor(anchor, keys)
+        if problem is not None:
+            return fail(verifier.last_id, f"archive file {number}: {problem}")
+    if verifier is None:
+        return fail(0, "no archive file")
+    return ArchiveCheck(
+        None,
+        verifier.checked,
+        first_prev,
+        verifier.last_id,
+        verifier.prev_hash,
+        verifier.base_count + verifier.checked,
+    )

@@ -56,6 +56,7 @@ SQL = sql_family(
     "delete_promoted",
     "chain_page",
     "checkpoint_head",
+    "latest_anchor",
 )
 
 #: Outbox rows promoted per pass; the runtime goes round again at once after a
@@ -323,6 +324,12 @@ class VerifyResult:
     checked: int  # rows that verified before the first break (all rows when ok)
     first_broken_id: int | None = None
     reason: str | None = None
+    archived: int = 0  # rows before the archive anchor verification started from
+
+
+async def latest_anchor(db: Database) -> Mapping[str, Any] | None:
+    """The newest audit archive anchor (`qtg prune`, migration 0024), or None."""
+    return await db.fetchrow(SQL.latest_anchor)
 
 
 async def verify_audit_chain(
@@ -332,20 +339,43 @@ async def verify_audit_chain(
     keys: AuditKeys | None = None,
     checkpoint: Mapping[str, Any] | None = None,
 ) -> VerifyResult:
-    """Recompute the whole chain from the genesis hash; name the first row that breaks it.
+    """Recompute the chain from the genesis hash, or from the newest archive anchor
+    once `qtg prune` archived its oldest rows; name the first row that breaks it.
 
     With a `checkpoint` (see `take_checkpoint`), also prove the table still
     holds its head and extends it: a truncated or rewritten table fails.
+    `checked` counts the rows in the table (after the anchor), not archived ones.
     """
     by_id = keys.by_id if keys is not None else {}
     if checkpoint is not None:
         problem = audit_chain.check_checkpoint(checkpoint, by_id)
         if problem is not None:
             return VerifyResult(ok=False, checked=0, first_broken_id=None, reason=problem)
-    verifier = audit_chain.KeyedVerifier(
-        keys=by_id, checkpoint=checkpoint, require_keyed=keys is not None
+    anchor = await latest_anchor(db)
+    started = audit_chain.verifier_from_anchor(
+        None if anchor is None else anchor["checkpoint"],
+        anchor["head_chain_version"] if anchor is not None else audit_chain.LEGACY_VERSION,
+        keys=by_id,
+        checkpoint=checkpoint,
+        require_keyed=keys is not None,
     )
-    after_id = 0
+    if isinstance(started, audit_chain.ChainBreak):
+        return VerifyResult(
+            ok=False, checked=0, first_broken_id=started.row_id or None, reason=started.reason
+        )
+    verifier = started
+    if anchor is not None and (
+        anchor["checkpoint"]["head_id"] != anchor["head_id"]
+        or anchor["checkpoint"]["head_hash"] != anchor["head_hash"]
+        or anchor["checkpoint"]["count"] != anchor["count"]
+    ):
+        return VerifyResult(
+            ok=False,
+            checked=0,
+            first_broken_id=anchor["head_id"],
+            reason="archive anchor: its columns disagree with its checkpoint (edited)",
+        )
+    after_id = verifier.last_id
     while True:
         rows = await db.fetch(SQL.chain_page, {"after_id": after_id, "limit": page_size})
         if not rows or not verifier.feed(rows):
@@ -358,8 +388,9 @@ async def verify_audit_chain(
             checked=verifier.checked,
             first_broken_id=broken.row_id or None,
             reason=broken.reason,
+            archived=verifier.base_count,
         )
-    return VerifyResult(ok=True, checked=verifier.checked)
+    return VerifyResult(ok=True, checked=verifier.checked, archived=verifier.base_count)
 
 
 async def take_checkpoint(db: Database, keys: AuditKeys) -> dict[str, Any]:
