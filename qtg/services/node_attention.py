@@ -144,9 +144,7 @@ async def settle_unsettled(ctx: ServiceContext) -> int:
 
 def _validate(outcome: Any, evidence: Any, provider_refs: Any) -> tuple[NodeState, str, dict]:
     if outcome not in {str(o) for o in OUTCOMES}:
-        raise InvalidInput(
-            "outcome must be COMPLETED or FAILED", detail={"field": "outcome"}
-        )
+        raise InvalidInput("outcome must be COMPLETED or FAILED", detail={"field": "outcome"})
     if not isinstance(evidence, str) or not evidence.strip() or len(evidence) > 2000:
         raise InvalidInput(
             "evidence must be a non-empty string of at most 2000 characters "

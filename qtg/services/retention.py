@@ -34,6 +34,7 @@ import trio
 
 from qtg.db import Database, Jsonb, sql_family
 from qtg.domain import audit_chain
+from qtg.domain.states import TERMINAL_REQUEST_STATES, RequestState
 from qtg.services.audit import AuditKeys, latest_anchor
 
 SQL = sql_family(
@@ -57,6 +58,14 @@ SQL = sql_family(
 )
 
 DAY_SECONDS = 86_400.0
+#: Movements whose events may go once they have been in one of these states for the
+#: retention period. FAILED is not terminal for the state machine (an operator may
+#: retry a failed node, FAILED -> EXECUTING), but a movement failed for months is done
+#: with; if it is retried after all, it runs as before (execution never reads
+#: movement_events) and only its event history from before the purge is missing.
+EVENTS_PRUNABLE_STATES: tuple[str, ...] = tuple(
+    sorted(str(s) for s in TERMINAL_REQUEST_STATES | {RequestState.FAILED})
+)
 #: The parts of a prune, in the order they run (outboxes before events: a
 #: callback row points at its event).
 PARTS: tuple[str, ...] = ("outboxes", "events", "heartbeats", "audit")
@@ -121,7 +130,10 @@ async def prune(
             dry_run,
         )
     if "events" in parts:
-        events = {"older_than_seconds": policy.events_days * DAY_SECONDS}
+        events = {
+            "older_than_seconds": policy.events_days * DAY_SECONDS,
+            "states": list(EVENTS_PRUNABLE_STATES),
+        }
         bound = await db.fetchval(SQL.events_bound, events)
         report.counts["movement_events"] = await _run(
             db,

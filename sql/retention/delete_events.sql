@@ -1,4 +1,5 @@
--- One bounded batch of events of terminal movements, in id order from after_id.
+-- One bounded batch of events of finished movements (`states`: COMPLETED, FAILED,
+-- CANCELLED, REJECTED, EXPIRED; qtg/services/retention.py), in id order from after_id.
 -- A movement's events go only when the movement has been terminal for the whole
 -- retention period and the event itself is that old; never an event of a live
 -- movement, nor one a callback outbox row still points at. The delete is by
@@ -11,7 +12,7 @@ WITH doomed AS (
       AND EXISTS (
           SELECT 1 FROM movement_requests r
           WHERE r.id = e.request_id
-            AND r.request_state IN ('COMPLETED', 'FAILED', 'CANCELLED', 'REJECTED', 'EXPIRED')
+            AND r.request_state = ANY(%(states)s::text[])
             AND coalesce(r.state_entered_at, r.updated_at)
                 < now() - make_interval(secs => %(older_than_seconds)s))
       AND NOT EXISTS (SELECT 1 FROM movement_callback_outbox c WHERE c.event_id = e.id)

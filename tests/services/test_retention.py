@@ -215,9 +215,10 @@ async def test_sent_and_dlq_outbox_rows_past_retention_go_pending_ones_stay(dsn:
         )[0][0]
         sql(
             dsn,
-            "INSERT INTO notification_deliveries (notification_id, route, message_id)"
-            " VALUES (%s, 'webhook', %s)",
-            (notes[name], messages[message]),
+            "UPDATE notifications SET routed_at = now() WHERE id = %(n)s;"
+            " INSERT INTO notification_deliveries (notification_id, route, message_id)"
+            " VALUES (%(n)s, 'webhook', %(m)s)",
+            {"n": notes[name], "m": messages[message]},
         )
         if resolved_days is not None:
             sql(
@@ -227,6 +228,15 @@ async def test_sent_and_dlq_outbox_rows_past_retention_go_pending_ones_stay(dsn:
                 (resolved_days, notes[name]),
             )
 
+    # resolved long ago but never routed: the dispatcher may be routing it now, so it stays
+    notes["n_unrouted"] = sql(
+        dsn, "SELECT qtg_raise_notification('test', 'info', 'dedupe-unrouted', 'subject')"
+    )[0][0]
+    sql(
+        dsn,
+        "UPDATE notifications SET resolved_at = now() - make_interval(days => 40) WHERE id = %s",
+        (notes["n_unrouted"],),
+    )
     dry = await run_qtg("prune", "--dry-run", "--only", "outboxes", "--database-url", dsn)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "movement_callback_outbox: 2" in dry.stdout
@@ -242,7 +252,7 @@ async def test_sent_and_dlq_outbox_rows_past_retention_go_pending_ones_stay(dsn:
     left = {r[0] for r in sql(dsn, "SELECT id FROM notification_messages")}
     assert left == {messages["m_pending"], messages["m_sent_young"]}
     left = {r[0] for r in sql(dsn, "SELECT id FROM notifications")}
-    assert left == {notes["n_open"], notes["n_unsent"], notes["n_young"]}
+    assert left == {notes["n_open"], notes["n_unsent"], notes["n_young"], notes["n_unrouted"]}
     deliveries = {r[0] for r in sql(dsn, "SELECT notification_id FROM notification_deliveries")}
     assert deliveries == {notes["n_unsent"], notes["n_young"]}
 
@@ -386,6 +396,9 @@ async def test_audit_archive_then_prune_keeps_the_chain_verifiable(
     assert both.broken is None and both.rows == 46 and both.count == 46
     check = await verify_audit_chain(db, keys=keys)
     assert check.ok and check.checked == 1 and check.archived == 46, check
+    if before_cp is not None:  # its head (id 42) is archived now: checked against the anchor
+        assert before_cp["head_id"] < count(dsn, "SELECT min(id) FROM audit_events")
+        assert (await verify_audit_chain(db, keys=keys, checkpoint=before_cp)).ok
     if keys is not None:
         cp = await take_checkpoint(db, keys)
         assert cp["count"] == 47
