@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +54,7 @@ SQL = sql_family(
     "audit_range",
     "audit_page",
     "insert_anchor",
+    "archive_lock",
     "allow_audit_delete",
     "delete_audit",
 )
@@ -254,7 +256,30 @@ async def archive_audit(
         "up_to_id": up_to_id,
     }
     await trio.Path(archive_dir).mkdir(parents=True, exist_ok=True)
-    tmp = archive_dir / f".audit-{after_id + 1:012d}-{up_to_id:012d}.jsonl.tmp"
+    # a name of its own: a concurrent prune writes the same range under another one
+    fd, tmp_name = tempfile.mkstemp(prefix=".audit-", suffix=".jsonl.tmp", dir=archive_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        return await _archive_via(
+            db, tmp, header, after_id, up_to_id, prev_count, keys, archive_dir, batch_size
+        )
+    finally:
+        await trio.to_thread.run_sync(lambda: tmp.unlink(missing_ok=True))
+
+
+async def _archive_via(
+    db: Database,
+    tmp: Path,
+    header: Mapping[str, Any],
+    after_id: int,
+    up_to_id: int,
+    prev_count: int,
+    keys: AuditKeys | None,
+    archive_dir: Path,
+    batch_size: int,
+) -> tuple[int, Path]:
+    """Export to `tmp`, verify it, anchor and publish it in one transaction, then delete."""
     digest = hashlib.sha256()
     last: dict[str, Any] | None = None
     archived = 0
@@ -291,33 +316,38 @@ async def archive_audit(
         put(json.dumps({"anchor": anchor}, sort_keys=True))
         out.flush()
         os.fsync(out.fileno())
-    path = archive_dir / f"audit-{after_id + 1:012d}-{last['id']:012d}.jsonl"
-    await trio.to_thread.run_sync(_publish, tmp, path)
     by_id = dict(keys.by_id) if keys is not None else {}
-    check = await trio.to_thread.run_sync(_verify_file, path, by_id)
+    check = await trio.to_thread.run_sync(_verify_file, tmp, by_id)
     if check.broken is not None or check.head_id != last["id"]:
         raise RetentionError(
-            f"the archive {path} does not verify ({check.broken}); nothing deleted"
+            f"the archive written does not verify ({check.broken}); nothing deleted"
         )
-    inserted = await db.fetchval(
-        SQL.insert_anchor,
-        {
-            "head_id": last["id"],
-            "head_hash": last["row_hash"],
-            "count": count,
-            "head_chain_version": last["chain_version"],
-            "checkpoint": Jsonb(anchor),
-            "archive_file": str(path),
-            "archive_sha256": digest.hexdigest(),
-            "rows_archived": archived,
-            "previous_head_id": after_id,
-        },
-    )
-    if inserted is None:
-        await trio.to_thread.run_sync(path.unlink)
-        raise RetentionError(
-            "another prune archived audit rows meanwhile; nothing deleted (run again)"
+    path = archive_dir / f"audit-{after_id + 1:012d}-{last['id']:012d}.jsonl"
+    async with db.transaction() as tx:
+        # one archiver at a time from here to commit; the anchor is written only if
+        # no other run anchored since this one read the newest anchor
+        await tx.fetchval(SQL.archive_lock)
+        inserted = await tx.fetchval(
+            SQL.insert_anchor,
+            {
+                "head_id": last["id"],
+                "head_hash": last["row_hash"],
+                "count": count,
+                "head_chain_version": last["chain_version"],
+                "checkpoint": Jsonb(anchor),
+                "archive_file": str(path),
+                "archive_sha256": digest.hexdigest(),
+                "rows_archived": archived,
+                "previous_head_id": after_id,
+            },
         )
+        if inserted is None:
+            raise RetentionError(
+                "another prune archived audit rows meanwhile; nothing deleted (run again)"
+            )
+        # published before the anchor commits: an anchor never names a missing file
+        # (a failed commit leaves a file the next run rewrites under the same name)
+        await trio.to_thread.run_sync(_publish, tmp, path)
     deleted = await _delete_audit_upto(db, up_to_id, batch_size)
     return deleted, path
 

@@ -31,7 +31,14 @@ from qtg.services.audit import (
     take_checkpoint,
     verify_audit_chain,
 )
-from qtg.services.retention import PARTS, RetentionPolicy, prune, verify_archive_files
+from qtg.services.retention import (
+    PARTS,
+    RetentionError,
+    RetentionPolicy,
+    archive_audit,
+    prune,
+    verify_archive_files,
+)
 
 KEY = "r" * 16 + "-retention-test-key-0123456789"
 RECORD_EVENT = Query(
@@ -548,3 +555,42 @@ def test_bad_values_exit_2_naming_what_is_wrong(dsn: str) -> None:
     setting = qtg("prune", "--database-url", dsn, MG_RETENTION_EVENTS_DAYS="-3")
     assert setting.returncode == 2
     assert "MG_RETENTION_EVENTS_DAYS" in setting.stderr and "Traceback" not in setting.stderr
+
+
+async def test_two_concurrent_archivers_never_anchor_overlapping_ranges(
+    db: Database, dsn: str, tmp_path: Path
+) -> None:
+    keys = audit_keys(Settings.from_env({"MG_AUDIT_HMAC_KEY": KEY}))
+    old_facts(dsn, 300, days=400)
+    await write_facts(db, 20)
+    await promote_all(db, keys)
+    outcomes: list[str] = []
+
+    async def archiver(days: float) -> None:
+        async with Database(dsn, min_size=1, max_size=2) as own:
+            try:
+                await archive_audit(
+                    own,
+                    keys=keys,
+                    older_than_days=days,
+                    archive_dir=tmp_path / "archive",
+                    batch_size=10,
+                )
+                outcomes.append("archived")
+            except RetentionError as exc:
+                assert "another prune archived audit rows meanwhile" in str(exc)
+                outcomes.append("lost")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(archiver, 365.0)
+        nursery.start_soon(archiver, 0.0)
+    assert "archived" in outcomes and len(outcomes) == 2
+    anchors = sql(dsn, "SELECT head_id, archive_file, count FROM audit_archives ORDER BY head_id")
+    files = [Path(f) for _, f, _ in anchors]
+    assert sorted(files) == sorted((tmp_path / "archive").glob("audit-*.jsonl"))
+    assert list((tmp_path / "archive").glob(".*")) == []  # no temporary file left
+    together = verify_archive_files(files, keys)
+    assert together.broken is None and together.count == anchors[-1][2]
+    check = await verify_audit_chain(db, keys=keys)
+    assert check.ok and check.archived == anchors[-1][2], check
+    assert check.archived + check.checked == 320
