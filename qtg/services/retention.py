@@ -56,6 +56,7 @@ SQL = sql_family(
     "insert_anchor",
     "archive_lock",
     "allow_audit_delete",
+    "walk_plans",
     "delete_audit",
 )
 
@@ -191,6 +192,7 @@ async def _delete_in_batches(
     total, after_id = 0, 0
     while True:
         async with db.transaction() as tx:
+            await tx.fetchval(SQL.walk_plans)
             if allow is not None:
                 await tx.fetchval(allow)
             row = await tx.fetchrow(
