@@ -321,9 +321,8 @@ async def _archive_via(
     by_id = dict(keys.by_id) if keys is not None else {}
     check = await trio.to_thread.run_sync(_verify_file, tmp, by_id)
     if check.broken is not None or check.head_id != last["id"]:
-        raise RetentionError(
-            f"the archive written does not verify ({check.broken}); nothing deleted"
-        )
+        why = check.broken.reason if check.broken is not None else "it ends before the range"
+        raise RetentionError(f"the archive written does not verify ({why}); nothing deleted")
     path = archive_dir / f"audit-{after_id + 1:012d}-{last['id']:012d}.jsonl"
     async with db.transaction() as tx:
         # one archiver at a time from here to commit; the anchor is written only if

@@ -426,6 +426,30 @@ async def test_audit_rows_are_kept_without_an_archive_folder(db: Database, dsn: 
     assert count(dsn, "SELECT count(*) FROM audit_events") == 6
 
 
+async def test_a_keyed_chain_is_not_archived_without_the_key(
+    db: Database, dsn: str, tmp_path: Path
+) -> None:
+    keys = audit_keys(Settings.from_env({"MG_AUDIT_HMAC_KEY": KEY}))
+    old_facts(dsn, 5, days=400)
+    await write_facts(db, 1)
+    await promote_all(db, keys)
+    done = await run_qtg(
+        "prune",
+        "--only",
+        "audit",
+        "--audit-archive-dir",
+        str(tmp_path / "a"),
+        "--database-url",
+        dsn,
+    )
+    assert done.returncode == 2
+    assert "the archive written does not verify" in done.stderr
+    assert "no MG_AUDIT_HMAC_KEY is configured" in done.stderr and "nothing deleted" in done.stderr
+    assert count(dsn, "SELECT count(*) FROM audit_events") == 6
+    assert count(dsn, "SELECT count(*) FROM audit_archives") == 0
+    assert list((tmp_path / "a").iterdir()) == []
+
+
 async def test_deleting_audit_rows_is_still_refused_outside_a_prune(
     db: Database, dsn: str, tmp_path: Path
 ) -> None:
