@@ -226,7 +226,15 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
             rpc = rpcs.get(row["chain_id"])
             if rpc is None:
                 continue  # no client for that chain in this process: another runtime's
-            mined = await rpc.nonce(row["address"], "latest")
+            try:
+                mined = await rpc.nonce(row["address"], "latest")
+            except (RpcError, RpcUnavailable) as exc:
+                # no answer is no verdict (issue 24 item 5): the row waits for the next
+                # pass, and an outage does not take the core group down through here
+                log.warning(
+                    "nonce reaper: chain %s did not answer: %s", row["chain_id"], type(exc).__name__
+                )
+                continue
             verdict = nonce_verdict(
                 state=row["state"],
                 nonce=row["nonce"],
