@@ -259,9 +259,7 @@ def test_a_refused_submit_stops_its_lane_and_the_rest_are_paid_once(
     )
     assert stopped == [(4,)]  # the other four went back to READY, none was broadcast
     for rid, (destination, amount) in zip(ids, payments, strict=True):
-        paid = (
-            token_balance(anvil, token, destination) if token else anvil.balance(destination)
-        )
+        paid = token_balance(anvil, token, destination) if token else anvil.balance(destination)
         want = (int(amount) if token else int(amount) * WEI) if states[rid] == "COMPLETED" else 0
         assert paid == want, (rid, states[rid])
     # consecutive nonces, nothing queued behind a hole, and no gap fill was needed
@@ -284,8 +282,7 @@ def test_the_reaper_leaves_a_written_ahead_reservation_alone(dsn) -> None:
     )
     query(
         dsn,
-        "UPDATE movement_request_nodes SET node_state = 'SUBMITTING', attempt_no = 1"
-        " WHERE id = %s",
+        "UPDATE movement_request_nodes SET node_state = 'SUBMITTING', attempt_no = 1 WHERE id = %s",
         (node_id,),
     )
     query(
