@@ -196,6 +196,7 @@ class EvmExecutor:
             attempt_no=ctx.attempt_no,
             chain_floor=await rpc.nonce(sender, "pending"),
         )
+        crash_point("before_signing")  # reserved, nothing signed yet (tests/evm harness)
         tx = {
             "from": sender,
             "to": call["to"],
