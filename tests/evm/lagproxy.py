@@ -138,7 +138,10 @@ class FaultProxy:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                except (OSError, ValueError):
+                    return  # the client went away mid-request
                 status, reply = proxy.handle(body)
                 data = b"" if reply is None else json.dumps(reply).encode()
                 try:
