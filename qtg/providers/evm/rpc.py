@@ -86,7 +86,6 @@ class EvmRpc:
         self.urls: tuple[str, ...] = (urls,) if isinstance(urls, str) else tuple(urls)
         if not self.urls:
             raise ValueError(f"chain {chain_id}: no RPC URL")
-        self.url = self.urls[0]  # named in messages; every URL is used
         self._preferred = 0  # the URL that answered last: asked first
         self._timeout = timeout
         self._limit = trio.CapacityLimiter(concurrency)
@@ -94,6 +93,18 @@ class EvmRpc:
         self._ids = itertools.count(1)
         self._chain_checked: set[int] = set()  # URLs whose eth_chainId matched
         self._client = httpx.AsyncClient(timeout=timeout)
+
+    @property
+    def url(self) -> str:
+        """The first URL (named in messages; every URL is used)."""
+        return self.urls[0]
+
+    @url.setter
+    def url(self, value: str) -> None:
+        """One URL instead of the configured ones (tests: a node that is gone)."""
+        self.urls = (value,)
+        self._preferred = 0
+        self._chain_checked.clear()
 
     async def aclose(self) -> None:
         await self._client.aclose()
