@@ -236,3 +236,53 @@ def test_a_runtime_with_one_url_down_and_one_lagging_pays_once(anvil, dsn, procs
     for destination, _ in payments:
         assert anvil.balance(destination) == WEI // 4
     assert anvil.nonce(ADDRESSES[0]) == sent_before + 4
+
+
+async def test_not_landed_needs_every_url_to_agree(anvil, dsn, db) -> None:
+    """The chain counts the nonce used; one URL lags (its lookups answer null for our
+    hash) and the other does not answer. With a not-landed confirmation of 0.2 s, a
+    lookup that believed the lagging URL alone would soon say EVM_NOT_LANDED and a new
+    attempt would pay twice; with every URL asked, the absence is never proven, the node
+    stays in flight, and once the second URL answers the transfer is COMPLETED."""
+    from evm.test_chain_faults import chain_reaches, context, send, settings_for, with_refs
+    from qtg.providers.base import ObserveStatus, RecoverOutcome
+    from qtg.providers.registry import build_registry
+
+    lagging = FaultProxy(anvil.url, Faults(lag=600), seed=12)
+    other = FaultProxy(anvil.url, seed=13)
+    destination = "0x" + secrets.token_hex(20)
+    settings = settings_for(
+        f"{lagging.url}|{other.url}", dsn, MG_EVM_NOT_LANDED_CONFIRM_SECONDS="0.2"
+    )
+    registry = build_registry(settings, db)
+    executor = registry.executor_for("evm_transfer")
+    first = anvil.nonce(ADDRESSES[0])
+    try:
+        ctx = context("every-url", destination)
+        refs = await send(registry, ctx)
+        other.outage(600)  # from now on the second URL does not answer
+        await chain_reaches(anvil, first + 1)
+        inconclusive = 0
+        for _ in range(6):  # well past the confirmation window, many looks
+            # recovery and the observer treat a raise as "no verdict" (undecided, PENDING)
+            try:
+                outcome = await executor.recover(ctx)
+                assert outcome.outcome is not RecoverOutcome.NOT_SUBMITTED, outcome
+            except RpcUnavailable:
+                inconclusive += 1
+            try:
+                seen = await executor.observe(with_refs(ctx, refs))
+                assert seen.status is ObserveStatus.PENDING, seen
+            except RpcUnavailable:
+                inconclusive += 1
+            await trio.sleep(0.1)
+        assert inconclusive == 12  # never a verdict on the lagging URL's word alone
+        other.end_outage()
+        seen = await executor.observe(with_refs(ctx, refs))
+        assert seen.status is ObserveStatus.COMPLETED, seen
+    finally:
+        await registry.aclose()
+        lagging.close()
+        other.close()
+    assert anvil.balance(destination) == WEI
+    assert anvil.nonce(ADDRESSES[0]) == first + 1
