@@ -19,9 +19,10 @@ is a safe FAILED (an operator may retry) — except a `RetryLater` (issue 24
 item 5: an RPC that does not answer, a fee above its cap): the node stays
 READY and is not claimed before its `dispatch_not_before`, a backoff capped
 by MG_NODE_TRANSIENT_RETRY_MAX_SECONDS, and pages past
-MG_NODE_TRANSIENT_ATTENTION_SECONDS (qtg.services.node_attention). After it, only the executor's own
-`SubmitRejected` means "nothing happened"; any other error is UNKNOWN — except
-a dead database connection (psycopg.OperationalError), which says nothing about
+MG_NODE_TRANSIENT_ATTENTION_SECONDS (qtg.services.node_attention). After
+the write-ahead commit, only the executor's own `SubmitRejected` (or
+`RetryLater`) means "nothing happened"; any other error is UNKNOWN — except a
+dead database connection (psycopg.OperationalError), which says nothing about
 the provider: the node is left SUBMITTING, for recovery to find out.
 
 Lock order (relied on by `submit_all`): while the submits run and while their
