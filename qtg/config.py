@@ -128,6 +128,12 @@ class Settings:
     # SUBMITTING this long past its grace) moves its movement to MANUAL_INTERVENTION
     # (request_attention: a critical notification and a callback), once per attempt.
     node_unknown_attention_seconds: float = interval("MG_NODE_UNKNOWN_ATTENTION_SECONDS", 900.0)
+    # Issue 24 item 5: a transient fault before any side effect (an RPC that does not
+    # answer, a fee above its cap) leaves the node READY, retried after a backoff
+    # that doubles up to this; a node still waiting after the attention threshold
+    # moves its movement to MANUAL_INTERVENTION (request_attention), once per hour.
+    node_transient_retry_max_seconds: float = interval("MG_NODE_TRANSIENT_RETRY_MAX_SECONDS", 60.0)
+    node_transient_attention_seconds: float = interval("MG_NODE_TRANSIENT_ATTENTION_SECONDS", 900.0)
     # Issue 25 item 2: node_recovery's sweep settles an EXECUTING request whose
     # nodes already decide its state (its worker's settle was lost) once its nodes
     # have not changed for this long (its own worker settles it before that).

@@ -80,6 +80,13 @@ SELECT r.id, 'e', 'http://127.0.0.1:9/cb', '{}', CASE WHEN j = 1 THEN 'pending' 
        CASE WHEN random() < 0.5 THEN now() - interval '1 s' ELSE now() + interval '1 hour' END,
        r.created_at
 FROM movement_requests r CROSS JOIN generate_series(1, 5) j;
+-- one READY node in five waits out a transient fault (issue 24 item 5): a
+-- hundred due now, the rest later
+UPDATE movement_request_nodes
+SET dispatch_not_before = CASE WHEN random() < 0.05 THEN now() - interval '1 s'
+                               ELSE now() + interval '1 hour' END,
+    transient_since = now() - random() * interval '1 hour'
+WHERE node_state = 'READY' AND random() < 0.2;
 SET session_replication_role = DEFAULT;
 """
 
@@ -92,6 +99,7 @@ PARAMS: dict[str, Any] = {
     "named_patterns": NAMED,
     "tried": [],
     "lease_seconds": 30.0,
+    "transient_attention_seconds": 900.0,
 }
 
 PARAMS_ATTENTION: dict[str, Any] = {**PARAMS, "attention_seconds": 900.0}
@@ -103,8 +111,15 @@ TRANSFERS = "capital_transfer_requests"
 OUTBOX = "movement_callback_outbox"
 #: query -> (the table it walks, the indexes through which it may reach it)
 CASES: dict[str, tuple[str, set[str]]] = {
-    "dispatch/claim_batch": (NODES, {"movement_request_nodes_ready_heads"}),
-    "dispatch/list_candidates": (NODES, {"movement_request_nodes_ready_heads"}),
+    "dispatch/claim_batch": (NODES, {"movement_request_nodes_ready_now"}),
+    "dispatch/list_candidates": (NODES, {"movement_request_nodes_ready_now"}),
+    # issue 24 item 5: the waiting nodes, by due time
+    # (the UPDATE finds its due rows again by primary key)
+    "dispatch/release_due": (
+        NODES,
+        {"movement_request_nodes_dispatch_waiting", "movement_request_nodes_pkey"},
+    ),
+    "dispatch/next_due": (NODES, {"movement_request_nodes_dispatch_waiting"}),
     "observe/claim_batch": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/list_due": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/next_due": (NODES, {"movement_request_nodes_observe_due"}),
@@ -207,6 +222,26 @@ def test_the_attention_sweep_walks_undecided_nodes_on_stale_statistics(burst_dsn
         if s["Node Type"] == "LockRows" and s.get("Parent Relationship") == "Subquery"
     ] or [None]
     assert locks is None or locks["Actual Rows"] == 0
+    assert explained["Execution Time"] < ATTENTION_BOUND_MS, explained["Execution Time"]
+
+
+def test_the_transient_wait_page_walks_the_waiting_nodes_on_stale_statistics(
+    burst_dsn: str,
+) -> None:
+    """Issue 24 item 5: the page on nodes waiting out transient faults walks only the
+    waiting READY nodes (movement_request_nodes_dispatch_waiting), each request by
+    primary key, each sibling through the request_id index."""
+    explained = _explain(burst_dsn, "node_attention/raise_transient_attention", PARAMS)
+    scans = list(_scans(explained["Plan"]))
+    walks = [s for s in scans if s.get("Relation Name") == NODES and s["Node Type"] == "Index Scan"]
+    assert [w["Index Name"] for w in walks] == ["movement_request_nodes_dispatch_waiting"]
+    for scan in scans:
+        relation, kind = scan.get("Relation Name"), scan["Node Type"]
+        if relation == NODES and kind != "Index Scan":
+            assert scan["Plans"][0]["Index Name"] == "movement_request_nodes_request", scan
+        elif relation == "movement_requests" and kind != "ModifyTable":
+            index = scan.get("Index Name") or scan["Plans"][0]["Index Name"]
+            assert index == "movement_requests_pkey", (kind, index)
     assert explained["Execution Time"] < ATTENTION_BOUND_MS, explained["Execution Time"]
 
 

@@ -24,25 +24,34 @@ ERC20_DECIMALS_DATA = "0x313ce567"
 ERC20_SYMBOL_DATA = "0x95d89b41"
 
 
-def parse_rpc_urls(raw: str) -> dict[int, str]:
-    """`MG_EVM_RPC_URLS` (`chain_id=url,…`) as {chain_id: url}; a bad item names the variable."""
-    out: dict[int, str] = {}
+def parse_rpc_urls(raw: str) -> dict[int, tuple[str, ...]]:
+    """`MG_EVM_RPC_URLS` (`chain_id=url,…`, several URLs of one chain joined by `|`:
+    `1=https://a|https://b`) as {chain_id: (url, …)}; a bad item names the variable."""
+    out: dict[int, tuple[str, ...]] = {}
     for item in raw.split(","):
         item = item.strip()
         if not item:
             continue
-        chain, sep, url = item.partition("=")
-        chain, url = chain.strip(), url.strip()
+        chain, sep, joined = item.partition("=")
+        chain = chain.strip()
         if not sep or not chain.isdigit() or int(chain) <= 0:
             raise ConfigError(
-                f"MG_EVM_RPC_URLS: expected chain_id=url with a positive integer chain id, "
-                f"got {item!r}"
+                f"MG_EVM_RPC_URLS: expected chain_id=url[|url…] with a positive integer "
+                f"chain id, got {item!r}"
             )
-        if not (url.startswith("http://") or url.startswith("https://")):
-            raise ConfigError(f"MG_EVM_RPC_URLS: chain {chain}: url must be http(s), got {url!r}")
+        urls = tuple(url.strip() for url in joined.split("|"))
+        for url in urls:
+            if not (url.startswith("http://") or url.startswith("https://")):
+                raise ConfigError(
+                    f"MG_EVM_RPC_URLS: chain {chain}: each url must be http(s), got {url!r}"
+                )
+        if len(set(urls)) != len(urls):
+            raise ConfigError(f"MG_EVM_RPC_URLS: chain {chain} lists a url twice")
         if int(chain) in out:
-            raise ConfigError(f"MG_EVM_RPC_URLS: chain {chain} is listed twice")
-        out[int(chain)] = url
+            raise ConfigError(
+                f"MG_EVM_RPC_URLS: chain {chain} is listed twice (several urls: {chain}=url1|url2)"
+            )
+        out[int(chain)] = urls
     return out
 
 
@@ -65,6 +74,33 @@ def parse_drift_contracts(raw: str) -> list[tuple[int, str, bool]]:
             )
         out.append((int(parts[0]), parts[1].lower(), len(parts) == 3))
     return out
+
+
+#: JSON-RPC error codes that say the request itself is wrong (it will be wrong again):
+#: parse error, invalid request, method not found, invalid params, execution reverted.
+PERMANENT_RPC_CODES = frozenset({-32700, -32600, -32601, -32602, 3})
+#: Messages that say the transaction can never work as built (the chain's state, not
+#: the node's health): retrying them is pointless, and they fail a node before submit.
+PERMANENT_RPC_MESSAGES = (
+    "revert",
+    "insufficient funds",
+    "gas required exceeds",
+    "intrinsic gas too low",
+    "invalid sender",
+    "invalid chain id",
+    "chain id mismatch",
+)
+
+
+def rpc_error_transient(code: int, message: str) -> bool:
+    """Whether a JSON-RPC error answer may clear by itself (issue 24 item 5): a node
+    behind, rate-limited, out of resources, an internal error (-32603, -32005, -32000
+    "header not found" …) — retried with backoff, failed over, never a failure.
+    The request's own faults and a transaction the chain refuses are permanent."""
+    if code in PERMANENT_RPC_CODES:
+        return False
+    text = message.lower()
+    return not any(word in text for word in PERMANENT_RPC_MESSAGES)
 
 
 def nonce_lane_key(tx: dict) -> str:

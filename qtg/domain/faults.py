@@ -37,6 +37,18 @@ def recovery_retry_delay(undecided: int, base_seconds: float, max_seconds: float
     return float(min(base_seconds * 2**exponent, max_seconds))
 
 
+def transient_retry_seconds(tries_before: int, hint_seconds: float, max_seconds: float) -> float:
+    """Seconds a READY node waits after a transient fault before any side effect
+    (issue 24 item 5: an RPC outage, a fee above its cap — not a failure).
+
+    `tries_before` counts the transient faults in a row before this one: the
+    provider's hint, then twice it, four times … capped at `max_seconds`, but
+    never below the hint (a drift hold asks for 60 s whatever the cap)."""
+    hint = max(float(hint_seconds), 0.1)
+    exponent = min(max(0, tries_before), 32)
+    return float(min(hint * 2**exponent, max(float(max_seconds), hint)))
+
+
 def may_attempt_again(attempt_no: int, max_attempts: int) -> bool:
     """After recover() proved that attempt `attempt_no` never happened: True if
     the node may go back to READY for attempt `attempt_no + 1` (beyond the

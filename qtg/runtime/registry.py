@@ -116,7 +116,8 @@ class WorkerSpec:
 WORKERS: tuple[WorkerSpec, ...] = (
     # ---- always-on, core group (fail-fast)
     WorkerSpec("node_dispatcher", "core", "qtg.services.dispatch.dispatch_ready_nodes",
-               "node_dispatch_interval_seconds", "qtg_dispatch"),
+               "node_dispatch_interval_seconds", "qtg_dispatch",
+               next_due="qtg.services.dispatch.next_dispatch_due"),
     WorkerSpec("node_observer", "core", "qtg.services.observe.observe_active_nodes",
                "node_observe_interval_seconds", "qtg_observe",
                next_due="qtg.services.observe.next_observe_due"),

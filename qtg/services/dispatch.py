@@ -15,9 +15,14 @@ called. A crash after that commit leaves SUBMITTING, which node_recovery
 resolves through recover() — submit is never called twice for one attempt.
 
 Nothing before the write-ahead commit has a side effect, so any failure there
-is a safe FAILED (an operator may retry). After it, only the executor's own
-`SubmitRejected` means "nothing happened"; any other error is UNKNOWN — except
-a dead database connection (psycopg.OperationalError), which says nothing about
+is a safe FAILED (an operator may retry) — except a `RetryLater` (issue 24
+item 5: an RPC that does not answer, a fee above its cap): the node stays
+READY and is not claimed before its `dispatch_not_before`, a backoff capped
+by MG_NODE_TRANSIENT_RETRY_MAX_SECONDS, and pages past
+MG_NODE_TRANSIENT_ATTENTION_SECONDS (qtg.services.node_attention). After
+the write-ahead commit, only the executor's own `SubmitRejected` (or
+`RetryLater`) means "nothing happened"; any other error is UNKNOWN — except a
+dead database connection (psycopg.OperationalError), which says nothing about
 the provider: the node is left SUBMITTING, for recovery to find out.
 
 Lock order (relied on by `submit_all`): while the submits run and while their
@@ -56,7 +61,11 @@ from qtg.domain.execution import (
     plan_hash_drifted,
     risk_control_violation,
 )
-from qtg.domain.faults import CLAIM_TRIES_PER_PASS, CLAIM_TRIES_PER_TRANSACTION
+from qtg.domain.faults import (
+    CLAIM_TRIES_PER_PASS,
+    CLAIM_TRIES_PER_TRANSACTION,
+    transient_retry_seconds,
+)
 from qtg.domain.plan import PlanError
 from qtg.domain.refs import ConfigRefResolutionError
 from qtg.domain.states import NodeState, RequestState
@@ -64,6 +73,7 @@ from qtg.providers.base import (
     Executor,
     PreparedAction,
     ProviderError,
+    RetryLater,
     SubmitRejected,
     SubmitResult,
 )
@@ -85,12 +95,21 @@ SQL = sql_family(
     "lock_request",
     "record_submitted",
     "notify_recover",
+    "release_due",
+    "next_due",
+    "defer_node",
+    "back_to_ready",
 )
 
 N, R = NodeState, RequestState
 
 #: How many unlocked candidate ids one listing returns.
 CANDIDATE_PAGE = 10
+#: How many waiting nodes one pass puts back into the claim's walk (issue 24 item 5).
+RELEASE_DUE_LIMIT = 256
+#: The error code of a node sent back to READY because an earlier submit of its
+#: nonce lane was refused or ambiguous in the same batch (issue 24 item 8).
+LANE_STOPPED = "LANE_STOPPED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +141,26 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
     "The default dispatcher and observer"). Returns how many nodes were
     dispatched.
     """
+    await release_due_waits(ctx)
     concurrency = ctx.settings.node_dispatch_concurrency
     unit = dispatch_one_node if ctx.settings.node_dispatch_batch_size == 1 else dispatch_batch
     if concurrency == 1:
         return await unit(ctx)
     return await run_each_isolated(lambda _: unit(ctx), range(concurrency), concurrency)
+
+
+async def release_due_waits(ctx: ServiceContext) -> int:
+    """READY nodes whose transient wait (dispatch_not_before) is over go back into
+    the claim's walk; how many. One statement, an index walk of the waiting nodes."""
+    async with ctx.db.transaction() as tx:
+        rows = await tx.fetch(SQL.release_due, {"limit": RELEASE_DUE_LIMIT})
+    return len(rows)
+
+
+async def next_dispatch_due(ctx: ServiceContext) -> Any:
+    """When the earliest waiting READY node may be claimed (None: none waits), so the
+    dispatcher sleeps exactly until then, not a whole interval."""
+    return await ctx.db.fetchval(SQL.next_due, {})
 
 
 async def dispatch_one_node(ctx: ServiceContext) -> int:
@@ -250,6 +284,14 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
     connection rolls back and leaves the nodes SUBMITTING for recovery, exactly
     as for one node.
 
+    A refused (FAILED) or ambiguous (UNKNOWN) submit stops the rest of its
+    lane in this batch (issue 24 item 8): those nodes were never submitted and
+    go back to READY (`LANE_STOPPED`, a new attempt follows) with their
+    unsigned nonce reservations released, so no later nonce of the lane is
+    broadcast behind a released or doubtful one. A submit that raises
+    `RetryLater` (refused before any side effect, may clear by itself) goes
+    back to READY too, waiting its `retry_after_seconds`.
+
     A lane's error (a lost database connection in submit) ends that lane — the
     rest of it stays SUBMITTING, and no later nonce jumps a failed one — but
     not its siblings: their outcomes are still committed, then the error is
@@ -263,6 +305,10 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
     results: list[SubmitResult] = []  # of `submitted`, in the same order
     bad: list[Submission] = []  # FAILED/UNKNOWN outcomes
     unknown: set[Any] = set()  # requests with an UNKNOWN outcome
+    #: refused before any side effect, may clear by itself: back to READY, waiting
+    retry: list[tuple[Submission, RetryLater]] = []
+    #: never submitted: an earlier submit of their lane was refused or ambiguous
+    stopped: list[Submission] = []
     failure: Exception | None = None
     async with ctx.db.transaction() as tx:
         held = {
@@ -284,15 +330,32 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
                 )
 
         async def run_lane(lane: list[Submission]) -> int:
-            for sub in lane:
-                outcome, result = await _submit_held(tx, sub)
+            for i, sub in enumerate(lane):
+                outcome, result, wait = await _submit_held(tx, sub)
                 if result is not None:
                     submitted.append(sub)
                     results.append(result)
+                    continue
+                if wait is not None:
+                    retry.append((sub, wait))
                 else:
                     bad.append(sub)
                     if outcome == N.UNKNOWN:
                         unknown.add(sub.request_id)
+                # Issue 24 item 8: the later nonces of this lane must not go out
+                # behind a refused (released) or ambiguous one in this batch: they
+                # go back to READY, their unsigned reservations released.
+                if i + 1 < len(lane):
+                    stopped.extend(lane[i + 1 :])
+                    log.warning(
+                        "nonce lane stopped after a refused or ambiguous submit",
+                        extra={
+                            "node_id": str(sub.node_id),
+                            "lane": lane_key(sub),
+                            "stopped": len(lane) - i - 1,
+                        },
+                    )
+                break
             return len(lane)
 
         groups = lanes([s for s in submissions if s.node_id in held])
@@ -309,11 +372,23 @@ async def submit_all(ctx: ServiceContext, submissions: list[Submission]) -> None
                     "artifacts": [Jsonb(r.artifacts) for r in results],
                 },
             )
+        for sub, why in retry:
+            await _back_to_ready(ctx, tx, [sub], why.code, why.detail, why.retry_after_seconds)
+        if stopped:
+            await _back_to_ready(
+                ctx,
+                tx,
+                stopped,
+                LANE_STOPPED,
+                "not submitted: an earlier transaction of its nonce lane was refused or "
+                "its outcome is unknown; a new attempt follows",
+                0.0,
+            )
 
     if submitted and ctx.wake is not None:
         ctx.wake("qtg_observe")  # SUBMITTED is due now: this process's observer, at once
     committed_after = trio.current_time() - locked_at
-    for sub in (*submitted, *bad):
+    for sub in (*submitted, *bad, *(s for s, _ in retry), *stopped):
         ctx.node_left_state(N.SUBMITTING, float(held[sub.node_id]) + committed_after)
     # Then each request with a failed node follows, under its lock; we hold nothing now.
     for request_id in dict.fromkeys(sub.request_id for sub in bad):
@@ -477,6 +552,11 @@ async def _prepare(
     except (UnknownExecutorError, UnknownSignerError) as exc:
         await fail("EXECUTOR_NOT_FOUND", str(exc))
         return None
+    except RetryLater as exc:
+        # Transient (issue 24 item 5): nothing was sent and the cause may clear by
+        # itself. The node stays READY, waits, and pages past the attention threshold.
+        await defer(ctx, tx, node, exc)
+        return None
     except ProviderError as exc:
         await fail(exc.code, exc.detail)
         return None
@@ -503,6 +583,35 @@ async def _prepare(
     return submission
 
 
+async def defer(ctx: ServiceContext, tx: Tx, node: dict[str, Any], exc: RetryLater) -> None:
+    """Leave a claimed READY node READY, not to be claimed for a backoff that grows
+    with its transient faults in a row (capped at MG_NODE_TRANSIENT_RETRY_MAX_SECONDS)."""
+    wait = transient_retry_seconds(
+        int(node.get("transient_tries") or 0),
+        exc.retry_after_seconds,
+        ctx.settings.node_transient_retry_max_seconds,
+    )
+    await tx.fetchrow(
+        SQL.defer_node,
+        {
+            "node_id": node["id"],
+            "wait_seconds": wait,
+            "error_code": exc.code,
+            "error_detail": exc.detail,
+        },
+    )
+    log.warning(
+        "node waits out a transient fault; not failed",
+        extra={
+            "node_key": node["node_key"],
+            "node_id": str(node["id"]),
+            "error_code": exc.code,
+            "error": exc.detail,
+            "wait_seconds": round(wait, 1),
+        },
+    )
+
+
 def defer_write_ahead(tx: Tx, subs: list[Submission]) -> None:
     """Defer the write-ahead UPDATE of `subs` (SUBMITTING with their attempt,
     idempotency key and prepared action), one statement for all: committed
@@ -527,10 +636,49 @@ async def _submit(ctx: ServiceContext, sub: Submission) -> None:
     await submit_all(ctx, [sub])
 
 
-async def _submit_held(tx: Tx, sub: Submission) -> tuple[NodeState, SubmitResult | None]:
+async def _back_to_ready(
+    ctx: ServiceContext,
+    tx: Tx,
+    subs: list[Submission],
+    code: str,
+    detail: str,
+    wait_seconds: float,
+) -> None:
+    """Send held SUBMITTING nodes whose submit did nothing back to READY (a new
+    attempt follows), after giving back what their prepare took: the executor's
+    `release_unsubmitted(ctx)` (evm: a nonce reservation with no signed bytes
+    kept; bytes kept mean maybe broadcast, and those are never released). A
+    release that fails is logged: evm_nonce_reaper reclaims what is left."""
+    for sub in subs:
+        release = getattr(sub.executor, "release_unsubmitted", None)
+        if release is None:
+            continue
+        try:
+            await release(sub.context)
+        except Exception as exc:
+            log.warning(
+                "releasing an unsubmitted attempt failed; the reaper reclaims it",
+                extra={"node_id": str(sub.node_id), "error": f"{type(exc).__name__}: {exc}"},
+            )
+    await tx.fetch(
+        SQL.back_to_ready,
+        {
+            "node_ids": [s.node_id for s in subs],
+            "error_code": code,
+            "error_detail": detail,
+            "wait_seconds": wait_seconds,
+        },
+    )
+
+
+async def _submit_held(
+    tx: Tx, sub: Submission
+) -> tuple[NodeState, SubmitResult | None, RetryLater | None]:
     """Call submit on a node `tx` holds SUBMITTING: SUBMITTED with the
     provider's result (the caller records it, with the batch's others), or
-    FAILED/UNKNOWN, queued in `tx` here (then its request must move on).
+    FAILED/UNKNOWN, queued in `tx` here (then its request must move on), or
+    READY with the provider's RetryLater: refused before any side effect for a
+    cause that may clear (the caller sends it back to READY, waiting).
 
     A dead database connection (psycopg.OperationalError) is not the
     provider's answer: nothing is written — writing anything would guess —
@@ -539,6 +687,12 @@ async def _submit_held(tx: Tx, sub: Submission) -> tuple[NodeState, SubmitResult
         result = await sub.executor.submit(
             sub.context, sub.prepared, sub.signature, sub.idempotency_key
         )
+    except RetryLater as exc:
+        log.warning(
+            "submit refused before any side effect; the node waits and tries again",
+            extra={"node_id": str(sub.node_id), "error_code": exc.code, "error": exc.detail},
+        )
+        return N.READY, None, exc
     except SubmitRejected as exc:
         outcome = (N.FAILED, exc.code, exc.detail)
     except psycopg.OperationalError as exc:
@@ -554,8 +708,8 @@ async def _submit_held(tx: Tx, sub: Submission) -> tuple[NodeState, SubmitResult
         )
         outcome = (N.UNKNOWN, "SUBMIT_OUTCOME_UNKNOWN", f"{type(exc).__name__}: {exc}")
     else:
-        return N.SUBMITTED, result
+        return N.SUBMITTED, result, None
     # The outcome on the one row we hold: committed without waiting behind
     # whoever holds the request (an observer's provider call).
     progress.record_node_error(tx, sub.node_id, *outcome)
-    return outcome[0], None
+    return outcome[0], None, None

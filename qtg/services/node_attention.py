@@ -47,6 +47,7 @@ log = logging.getLogger("qtg.services.node_attention")
 SQL = sql_family(
     "node_attention",
     "raise_attention",
+    "raise_transient_attention",
     "unsettled",
     "lock_request",
     "lock_request_for_resolve",
@@ -85,19 +86,21 @@ async def sweep(ctx: ServiceContext) -> int:
 
 
 async def raise_attention(ctx: ServiceContext) -> int:
-    """Page on undecided nodes (one statement); returns how many requests it moved
-    to MANUAL_INTERVENTION."""
+    """Page on undecided nodes, then on nodes waiting out transient faults (issue 24
+    item 5), one statement each; returns how many requests they moved to
+    MANUAL_INTERVENTION."""
     settings = ctx.settings
+    args = {
+        "network_class": settings.network_class,
+        "attention_seconds": settings.node_unknown_attention_seconds,
+        "transient_attention_seconds": settings.node_transient_attention_seconds,
+        "grace_seconds": attention_grace_seconds(settings),
+        "limit": settings.node_recovery_batch_size,
+    }
     async with ctx.db.transaction() as tx:
-        rows = await tx.fetch(
-            SQL.raise_attention,
-            {
-                "network_class": settings.network_class,
-                "attention_seconds": settings.node_unknown_attention_seconds,
-                "grace_seconds": attention_grace_seconds(settings),
-                "limit": settings.node_recovery_batch_size,
-            },
-        )
+        rows = await tx.fetch(SQL.raise_attention, args)
+    async with ctx.db.transaction() as tx:
+        waiting = await tx.fetch(SQL.raise_transient_attention, args)
     for row in rows:
         log.warning(
             "request_attention: node undecided for %.0f s; movement needs a person",
@@ -108,7 +111,14 @@ async def raise_attention(ctx: ServiceContext) -> int:
                 "node_state": row["node_state"],
             },
         )
-    return len({row["request_id"] for row in rows if row["moved"]})
+    for row in waiting:
+        log.warning(
+            "request_attention: node waiting out transient faults for %.0f s (nothing sent);"
+            " movement needs a person",
+            row["undecided_seconds"],
+            extra={"request_id": str(row["request_id"]), "node_key": row["node_key"]},
+        )
+    return len({row["request_id"] for row in (*rows, *waiting) if row["moved"]})
 
 
 async def settle_unsettled(ctx: ServiceContext) -> int:

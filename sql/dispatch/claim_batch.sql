@@ -10,9 +10,11 @@
 -- for nothing).
 --
 -- A bounded walk, whatever the planner's statistics say (issue 29):
--- `heads` is a skip scan of the partial index movement_request_nodes_ready_heads
--- (request_created_at, request_id, id) WHERE READY and not manual
--- (migrations/0021): each step is one index probe for the next (created_at,
+-- `heads` is a skip scan of the partial index movement_request_nodes_ready_now
+-- (request_created_at, request_id, id) WHERE READY, not manual and not waiting
+-- out a transient fault (migrations/0021, 0019: a node with a
+-- dispatch_not_before is not claimed; sql/dispatch/release_due.sql clears it
+-- when due): each step is one index probe for the next (created_at,
 -- request) pair, and the recursion runs only as far as the outer LIMIT pulls
 -- it. n.request_created_at is the node's copy of its request's immutable
 -- created_at (migrations/0017). Each head's request is a LATERAL sub-select
@@ -32,7 +34,8 @@
 WITH RECURSIVE heads AS (
     (SELECT n.request_created_at, n.request_id
      FROM movement_request_nodes n
-     WHERE n.node_state = 'READY' AND n.node_kind <> 'manual'
+     WHERE n.node_state = 'READY' AND n.node_kind IS DISTINCT FROM 'manual'
+          AND n.dispatch_not_before IS NULL
      ORDER BY n.request_created_at, n.request_id
      LIMIT 1)
     UNION ALL
@@ -41,7 +44,8 @@ WITH RECURSIVE heads AS (
     CROSS JOIN LATERAL (
         SELECT n.request_created_at, n.request_id
         FROM movement_request_nodes n
-        WHERE n.node_state = 'READY' AND n.node_kind <> 'manual'
+        WHERE n.node_state = 'READY' AND n.node_kind IS DISTINCT FROM 'manual'
+          AND n.dispatch_not_before IS NULL
           AND (n.request_created_at, n.request_id) > (h.request_created_at, h.request_id)
         ORDER BY n.request_created_at, n.request_id
         LIMIT 1
@@ -79,7 +83,8 @@ CROSS JOIN LATERAL (
     FROM movement_request_nodes n
     WHERE n.request_created_at = h.request_created_at
       AND n.request_id = h.request_id
-      AND n.node_state = 'READY' AND n.node_kind <> 'manual'
+      AND n.node_state = 'READY' AND n.node_kind IS DISTINCT FROM 'manual'
+          AND n.dispatch_not_before IS NULL
     ORDER BY n.id
     LIMIT 1
     FOR NO KEY UPDATE SKIP LOCKED

@@ -13,6 +13,7 @@ JOIN movement_requests ON movement_requests.id = movement_request_nodes.request_
 WHERE movement_request_nodes.id = %(candidate_id)s
   AND movement_request_nodes.node_state = 'READY'
   AND movement_request_nodes.node_kind <> 'manual'
+  AND movement_request_nodes.dispatch_not_before IS NULL
   AND movement_requests.request_state IN ('APPROVED', 'EXECUTING')
   AND movement_requests.network_class = %(network_class)s
 FOR NO KEY UPDATE OF movement_request_nodes, movement_requests SKIP LOCKED

@@ -3,8 +3,8 @@
 -- in this walk are excluded (beyond the reference: every READY node of a held
 -- request misses). Manual nodes are never dispatched: an operator completes them.
 --
--- An index walk of movement_request_nodes_ready_heads (request_created_at,
--- request_id, id) WHERE READY and not manual (migrations/0021), stopping at
+-- An index walk of movement_request_nodes_ready_now (request_created_at,
+-- request_id, id) WHERE READY, not manual and not waiting (migrations/0019), stopping at
 -- its LIMIT; each node's request by primary key only (a LATERAL sub-select,
 -- its tests wrapped in IS TRUE; see sql/observe/claim_batch.sql), so it does
 -- not walk the request history whatever the statistics say (issue 25 item 7).
@@ -19,7 +19,8 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) r
 WHERE n.node_state = 'READY'
-  AND n.node_kind <> 'manual'
+  AND n.node_kind IS DISTINCT FROM 'manual'  -- spelled as migrations/0019's index
+  AND n.dispatch_not_before IS NULL  -- waiting out a transient fault
   AND NOT (n.request_id = ANY(%(tried)s::uuid[]))
 ORDER BY n.request_created_at, n.request_id, n.id
 LIMIT %(limit)s

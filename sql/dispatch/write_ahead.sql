@@ -11,7 +11,10 @@ SET node_state = 'SUBMITTING',
     recover_attempts = 0,
     next_recover_at = NULL,
     error_code = NULL,
-    error_detail = NULL
+    error_detail = NULL,
+    dispatch_not_before = NULL,  -- a transient wait (issue 24 item 5) ends here
+    transient_since = NULL,
+    transient_tries = 0
 FROM unnest(%(node_ids)s::uuid[], %(attempt_nos)s::integer[],
             %(idempotency_keys)s::text[], %(prepared_actions)s::jsonb[])
      AS w (node_id, attempt_no, idempotency_key, prepared_action)

@@ -5,15 +5,21 @@ seconds after a hash is broadcast through it, lookups of that hash
 (eth_getTransactionReceipt, eth_getTransactionByHash) answer `null`. With
 `lose_send_replies`, a broadcast is forwarded and its reply lost (a 502): sent,
 but the sender never hears so. Everything else is passed through unchanged.
-The full fault proxy is tests/evm/faultproxy.py.
+
+`FaultProxy` (issue 24 item 9) is the full fault injector of the harness
+(tests/evm/test_fault_harness.py): seeded random faults on reads and sends,
+an outage window, refusals on demand; `LagProxy` is its read-lag part.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
+import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eth_utils import keccak
@@ -72,6 +78,201 @@ class LagProxy:
             self.lost += 1
             return None
         return answer
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+SENDS = frozenset({"eth_sendRawTransaction"})
+
+
+def tx_hash_of(raw: str) -> str:
+    return "0x" + keccak(bytes.fromhex(raw[2:])).hex()
+
+
+@dataclass
+class Faults:
+    """Probabilities (0..1) of each fault per JSON-RPC call, drawn from a seeded RNG.
+
+    Reads (every method but eth_sendRawTransaction): `read_5xx` (a 503, not
+    forwarded), `read_rpc_error` (JSON-RPC -32603, not forwarded), `read_hang`
+    (no answer for `hang_seconds`, then a 503: longer than the client's timeout).
+    Sends: `drop_send` (answered with the hash as if accepted, never forwarded:
+    the bytes are lost), `lose_send_reply` (forwarded, the reply lost: a 502),
+    `send_5xx` (a 503, not forwarded), `send_hang` (forwarded, then no answer
+    for `hang_seconds`). `lag`: lookups of a hash answer null for that long
+    after it went through this proxy."""
+
+    read_5xx: float = 0.0
+    read_rpc_error: float = 0.0
+    read_hang: float = 0.0
+    drop_send: float = 0.0
+    lose_send_reply: float = 0.0
+    send_5xx: float = 0.0
+    send_hang: float = 0.0
+    lag: float = 0.0
+    hang_seconds: float = 3.0
+
+
+class FaultProxy:
+    """A JSON-RPC proxy in front of anvil that injects `Faults` (seeded), an outage
+    window (`outage(seconds)`: every call a 503) and refusals of chosen sends
+    (`refuse_sends(n, message)`: the next n sends answered with that JSON-RPC error,
+    not forwarded). `sent` keeps every raw transaction that reached it, so a test
+    can play a mempool peer that gossips dropped bytes again later."""
+
+    def __init__(self, upstream: str, faults: Faults | None = None, *, seed: int = 0) -> None:
+        self.upstream = upstream
+        self.faults = faults or Faults()
+        self.rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.sent: dict[str, str] = {}  # tx hash -> raw, every send that reached us
+        self.forwarded_at: dict[str, float] = {}  # tx hash -> when it went upstream
+        self._outage_until = 0.0
+        self._refuse: list[str] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                except (OSError, ValueError):
+                    return  # the client went away mid-request
+                status, reply = proxy.handle(body)
+                data = b"" if reply is None else json.dumps(reply).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up (its timeout): nothing to tell it
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    # ---- control
+    def outage(self, seconds: float) -> None:
+        with self._lock:
+            self._outage_until = time.monotonic() + seconds
+
+    def end_outage(self) -> None:
+        with self._lock:
+            self._outage_until = 0.0
+
+    def refuse_sends(self, n: int, message: str) -> None:
+        with self._lock:
+            self._refuse.extend([message] * n)
+
+    def count(self, what: str) -> int:
+        with self._lock:
+            return self.counts.get(what, 0)
+
+    # ---- the proxy
+    def _note(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def _draw(self, p: float) -> bool:
+        return p > 0 and self.rng.random() < p
+
+    def _forward(self, body: dict) -> dict:
+        request = urllib.request.Request(
+            self.upstream,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return json.loads(reply.read())
+
+    def handle(self, body: dict) -> tuple[int, dict | None]:
+        method, params = body.get("method"), body.get("params") or []
+        f = self.faults
+        with self._lock:
+            if time.monotonic() < self._outage_until:
+                self._note("outage")
+                return 503, None
+            if method in SENDS:
+                raw = str(params[0])
+                tx_hash = tx_hash_of(raw)
+                self.sent[tx_hash] = raw
+                if self._refuse:
+                    message = self._refuse.pop(0)
+                    self._note("refused")
+                    return 200, {
+                        "jsonrpc": "2.0",
+                        "id": body.get("id"),
+                        "error": {"code": -32000, "message": message},
+                    }
+                fault = next(
+                    (
+                        name
+                        for name, p in (
+                            ("drop_send", f.drop_send),
+                            ("lose_send_reply", f.lose_send_reply),
+                            ("send_5xx", f.send_5xx),
+                            ("send_hang", f.send_hang),
+                        )
+                        if self._draw(p)
+                    ),
+                    None,
+                )
+            else:
+                tx_hash = None
+                fault = next(
+                    (
+                        name
+                        for name, p in (
+                            ("read_5xx", f.read_5xx),
+                            ("read_rpc_error", f.read_rpc_error),
+                            ("read_hang", f.read_hang),
+                        )
+                        if self._draw(p)
+                    ),
+                    None,
+                )
+                if method in LOOKUPS and params and f.lag > 0:
+                    at = self.forwarded_at.get(str(params[0]).lower())
+                    if at is not None and time.monotonic() - at < f.lag:
+                        self._note("lag_null")
+                        return 200, {"jsonrpc": "2.0", "id": body.get("id"), "result": None}
+            if fault is not None:
+                self._note(fault)
+        if fault in ("read_5xx", "send_5xx"):
+            return 503, None
+        if fault == "read_rpc_error":
+            return 200, {
+                "jsonrpc": "2.0",
+                "id": body.get("id"),
+                "error": {"code": -32603, "message": "internal error (injected)"},
+            }
+        if fault == "read_hang":
+            time.sleep(f.hang_seconds)
+            return 503, None
+        if fault == "drop_send":
+            return 200, {"jsonrpc": "2.0", "id": body.get("id"), "result": tx_hash}
+        try:
+            answer = self._forward(body)
+        except (urllib.error.URLError, OSError, ValueError):
+            return 503, None
+        if tx_hash is not None:
+            with self._lock:
+                self.forwarded_at.setdefault(tx_hash, time.monotonic())
+        if fault == "lose_send_reply":
+            return 502, None
+        if fault == "send_hang":
+            time.sleep(f.hang_seconds)
+            return 503, None
+        return 200, answer
 
     def close(self) -> None:
         self.server.shutdown()

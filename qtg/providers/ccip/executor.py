@@ -74,7 +74,7 @@ from qtg.providers.evm.outcome import (
     Look,
     raw_tx_hash,
 )
-from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
+from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import ccip as intents
 from qtg.services import evm_nonces
@@ -273,6 +273,10 @@ class CcipExecutor:
             raise IntentRejected(field, message, code=code)
 
     async def preflight(self, ctx: ExecutionContext) -> None:
+        with transient_rpc_faults("preflight"):  # a wait, not a failure (issue 24)
+            await self._preflight(ctx)
+
+    async def _preflight(self, ctx: ExecutionContext) -> None:
         if ctx.action_type == "ccip_delivery":
             return
         lane, send = self._send(ctx)
@@ -298,6 +302,10 @@ class CcipExecutor:
             )
 
     async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
+        with transient_rpc_faults("prepare"):  # a wait, not a failure (issue 24)
+            return await self._prepare(ctx)
+
+    async def _prepare(self, ctx: ExecutionContext) -> PreparedAction:
         lane, s = self._send(ctx)
         rpc = self._rpcs[lane.chain_id]
         await self._judge.fees(lane.chain_id)  # above MG_EVM_FEE_CAPS: wait before any nonce
@@ -346,6 +354,13 @@ class CcipExecutor:
             payload_hash=hashlib.sha256(payload.encode()).hexdigest(),
             needs_signature=True,
             signer_key=self._signer.key,
+        )
+
+    async def release_unsubmitted(self, ctx: ExecutionContext) -> None:
+        """Not submitted (the rest of a nonce lane after a refused or ambiguous submit):
+        give back the attempt's reservations that kept no signed bytes (issue 24)."""
+        await evm_nonces.release_unsigned(
+            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
         )
 
     def lane_key(self, prepared: PreparedAction) -> str:

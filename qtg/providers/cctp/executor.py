@@ -67,7 +67,7 @@ from qtg.providers.base import (
 )
 from qtg.providers.evm.executor import crash_point
 from qtg.providers.evm.outcome import REBROADCAST_EVERY_SECONDS, ChainJudge, Look, raw_tx_hash
-from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
+from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import evm_nonces
 
@@ -231,6 +231,10 @@ class CctpExecutor:
             raise IntentRejected(field, message, code=code.replace("EVM_", "CCTP_"))
 
     async def preflight(self, ctx: ExecutionContext) -> None:
+        with transient_rpc_faults("preflight"):  # a wait, not a failure (issue 24)
+            await self._preflight(ctx)
+
+    async def _preflight(self, ctx: ExecutionContext) -> None:
         if ctx.action_type == "cctp_burn":
             source, _, _ = self._burn(ctx)
             rpc = self._rpcs[source.chain_id]
@@ -243,6 +247,10 @@ class CctpExecutor:
             self._mint_input(ctx)
 
     async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
+        with transient_rpc_faults("prepare"):  # a wait, not a failure (issue 24)
+            return await self._prepare(ctx)
+
+    async def _prepare(self, ctx: ExecutionContext) -> PreparedAction:
         if ctx.action_type == "cctp_mint":
             return await self._prepare_mint(ctx)
         source, dest, b = self._burn(ctx)
@@ -318,6 +326,13 @@ class CctpExecutor:
         decoded = decode_message(message)
         tx["qtg"] = {"source_domain": decoded.source_domain, "cctp_nonce": decoded.nonce}
         return self._prepared(ctx, tx)
+
+    async def release_unsubmitted(self, ctx: ExecutionContext) -> None:
+        """Not submitted (the rest of a nonce lane after a refused or ambiguous submit):
+        give back the attempt's reservations that kept no signed bytes (issue 24)."""
+        await evm_nonces.release_unsigned(
+            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+        )
 
     def lane_key(self, prepared: PreparedAction) -> str:
         """The sender's nonce lane, shared with the evm and ccip executors."""

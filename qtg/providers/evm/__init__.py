@@ -38,12 +38,12 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
     rpcs = {
         chain_id: EvmRpc(
             chain_id,
-            url,
+            chain_urls,
             timeout=settings.evm_rpc_timeout_seconds,
             concurrency=settings.evm_rpc_concurrency,
             read_retries=settings.evm_rpc_read_retries,
         )
-        for chain_id, url in urls.items()
+        for chain_id, chain_urls in urls.items()
     }
     for rpc in rpcs.values():
         registry.add_closer(rpc.aclose)

@@ -50,7 +50,7 @@ from qtg.providers.evm.outcome import (
     Look,
     raw_tx_hash,
 )
-from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
+from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.services import evm_nonces
 
@@ -118,10 +118,19 @@ class EvmExecutor:
             raise IntentRejected(field, message, code=code)
 
     async def preflight(self, ctx: ExecutionContext) -> None:
+        with transient_rpc_faults("preflight"):
+            await self._preflight(ctx)
+
+    async def _preflight(self, ctx: ExecutionContext) -> None:
         rpc, t = self._transfer(ctx)
         if await rpc.chain_id_on_chain() != t["chain_id"]:
             raise PreflightError(
-                f"chain at {rpc.url} is not chain {t['chain_id']}", code="EVM_CHAIN_MISMATCH"
+                f"the RPC of chain {t['chain_id']} serves another chain", code="EVM_CHAIN_MISMATCH"
+            )
+        wrong = await rpc.wrong_chain()  # reads fail over to any URL: each must be this chain
+        if wrong is not None:
+            raise PreflightError(
+                f"MG_EVM_RPC_URLS chain {t['chain_id']}: {wrong}", code="EVM_CHAIN_MISMATCH"
             )
         if t["token"] is not None:
             # A contract whose code (or decimals, symbol) drifted may move money anywhere:
@@ -142,6 +151,10 @@ class EvmExecutor:
             )
 
     async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
+        with transient_rpc_faults("prepare"):
+            return await self._prepare(ctx)
+
+    async def _prepare(self, ctx: ExecutionContext) -> PreparedAction:
         rpc, t = self._transfer(ctx)
         sender = self._signer.address
         call = (
@@ -155,7 +168,17 @@ class EvmExecutor:
             }
         )
         # the margin: the state (and so the gas) can change between estimate and mining
-        gas = with_margin(int(await rpc.call("eth_estimateGas", call), 16), self._gas_margin)
+        try:
+            estimate = int(await rpc.call("eth_estimateGas", call), 16)
+        except RpcError as exc:
+            if exc.transient:
+                raise
+            # the chain says this transfer cannot work as built (a revert: e.g. fewer
+            # tokens than the amount): permanent, nothing was sent
+            raise PreflightError(
+                f"eth_estimateGas refused the transfer: {exc.message}", code="EVM_WOULD_REVERT"
+            ) from None
+        gas = with_margin(estimate, self._gas_margin)
         max_fee, tip = await self._judge.fees(t["chain_id"])  # RetryLater above the cap
         # Everything the transaction can cost, before a nonce is taken: value + gas * maxFee.
         cost = int(call["value"], 16) + gas * max_fee
@@ -173,6 +196,7 @@ class EvmExecutor:
             attempt_no=ctx.attempt_no,
             chain_floor=await rpc.nonce(sender, "pending"),
         )
+        crash_point("before_signing")  # reserved, nothing signed yet (tests/evm harness)
         tx = {
             "from": sender,
             "to": call["to"],
@@ -225,8 +249,12 @@ class EvmExecutor:
             **where,
         )
         if not kept:  # nothing left this process: the nonce is no longer this attempt's
-            raise SubmitRejected(
-                f"nonce {nonce} was taken back before the broadcast", code="EVM_NONCE_RECLAIMED"
+            # Nothing was sent, and nothing is wrong with the payment: a new attempt
+            # (a new nonce) after a short wait, not a FAILED movement (issue 24 item 8).
+            raise RetryLater(
+                f"nonce {nonce} was taken back before the broadcast; a new attempt follows",
+                code="EVM_NONCE_RECLAIMED",
+                retry_after_seconds=1.0,
             )
         refs = {"chain_id": chain_id, "tx_hash": tx_hash, "from": tx["from"], "nonce": nonce}
         crash_point("before_broadcast")
@@ -250,6 +278,14 @@ class EvmExecutor:
         await evm_nonces.mark(self._db, state="broadcast", **where)
         await evm_nonces.touch_broadcast(self._db, tx_hash)
         return SubmitResult(provider_refs=refs)
+
+    async def release_unsubmitted(self, ctx: ExecutionContext) -> None:
+        """The dispatcher will not submit this attempt (the rest of a nonce lane after a
+        refused or ambiguous submit): give back its reservation if no signed bytes were
+        kept for it (kept bytes may have been broadcast: never released)."""
+        await evm_nonces.release_unsigned(
+            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
+        )
 
     def _effect(self, ctx: ExecutionContext):
         """An ERC-20 transfer's proof: the token's Transfer(signer, destination, amount) log.

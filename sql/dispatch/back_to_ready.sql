@@ -1,0 +1,17 @@
+-- Issue 24 item 8 (and a submit that answers RetryLater): written-ahead nodes
+-- whose submit was never called (the rest of a nonce lane after a rejected or
+-- ambiguous submit), or refused before any side effect in a way that may
+-- clear by itself, go back to READY; their next dispatch is a new attempt
+-- (attempt_no + 1, a new idempotency key), not before %(wait_seconds)s (0: at
+-- once). The caller holds the SUBMITTING rows (sql/dispatch/lock_submitting.sql).
+UPDATE movement_request_nodes n
+SET node_state = 'READY',
+    error_code = %(error_code)s,
+    error_detail = %(error_detail)s,
+    started_at = NULL,
+    dispatch_not_before = CASE WHEN %(wait_seconds)s > 0
+                               THEN clock_timestamp() + make_interval(secs => %(wait_seconds)s)
+                          END
+WHERE n.id = ANY(%(node_ids)s::uuid[])
+  AND n.node_state = 'SUBMITTING'
+RETURNING n.id

@@ -1,0 +1,21 @@
+-- Issue 24 item 5: at the start of each dispatch pass, READY nodes whose
+-- transient wait is over go back into the claim's walk (the partial index
+-- movement_request_nodes_ready_now takes nodes with no dispatch_not_before).
+-- An index walk of movement_request_nodes_dispatch_waiting, stopping at its
+-- LIMIT; a row someone holds is left for the next pass. Any network class:
+-- clearing a wait is harmless, and a due row left set would keep every
+-- dispatcher's next_due in the past. transient_since and transient_tries stay
+-- (the backoff and the page go on counting until the write-ahead).
+UPDATE movement_request_nodes n
+SET dispatch_not_before = NULL
+WHERE n.id IN (
+    SELECT w.id
+    FROM movement_request_nodes w
+    WHERE w.node_state = 'READY'
+      AND w.dispatch_not_before IS NOT NULL
+      AND w.dispatch_not_before <= clock_timestamp()
+    ORDER BY w.dispatch_not_before
+    LIMIT %(limit)s
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+RETURNING n.id
