@@ -88,6 +88,25 @@ class Settings:
     statement_timeout_ms: int = setting("MG_STATEMENT_TIMEOUT_MS", 30_000, minimum=1)
     embedded_data_dir: str = setting("MG_EMBEDDED_DATA_DIR", ".qtg")
     migrate_on_start: bool = setting("MG_MIGRATE_ON_START", False)
+    # ---- high availability (issue 27)
+    # MG_DATABASE_URL may be a libpq multi-host string (host=a,b port=x,y); a
+    # connection is only kept on a read-write server. With pgbouncer in front
+    # (transaction pooling) nothing is prepared server-side and no startup
+    # `options` are sent (pgbouncer refuses them): see README "Deployment".
+    database_pgbouncer: bool = setting("MG_DATABASE_PGBOUNCER", False)
+    # The synchronous_commit level of every pooled session, so of the write-ahead
+    # commit: `on` (with a synchronous standby: flushed there before it returns)
+    # or `remote_apply`. Lower levels do not survive a failover.
+    database_synchronous_commit: str = setting(
+        "MG_DATABASE_SYNCHRONOUS_COMMIT", "on", choices=("on", "remote_apply")
+    )
+    # Replication state is read at start and this often (readyz, metrics, the hold below).
+    durability_check_interval_seconds: float = interval(
+        "MG_DURABILITY_CHECK_INTERVAL_SECONDS", 10.0
+    )
+    # true: the dispatcher holds irreversible submits (nodes stay READY, one
+    # notification pages) while no synchronous standby acknowledges.
+    require_synchronous_replication: bool = setting("MG_REQUIRE_SYNCHRONOUS_REPLICATION", False)
 
     # ---- runtime
     workers_enabled: bool = setting("MG_WORKERS_ENABLED", True)

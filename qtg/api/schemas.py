@@ -732,10 +732,26 @@ class Health(Out):
     status: Literal["ok"]
 
 
+class Durability(Out):
+    """Whether a commit survives the loss of the primary (issue 27; README, Deployment)."""
+
+    synchronous: bool
+    synchronous_standby_names: str
+    synchronous_commit: str
+    standbys: int
+    synchronous_standbys: int
+    reason: str
+    required: bool  # MG_REQUIRE_SYNCHRONOUS_REPLICATION
+    held: bool  # the dispatcher is holding submits for it
+
+
 class Readiness(Out):
     status: Literal["ready", "not_ready"]
     checks: dict[str, bool]
     reasons: list[str]
+    #: informational: not part of `checks` (an async standby is still ready);
+    #: null when the database did not answer
+    durability: Durability | None
 
 
 # ------------------------------------------------------------------ stream

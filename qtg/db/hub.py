@@ -26,6 +26,7 @@ import psycopg
 import trio
 from psycopg import sql
 
+from qtg.db.pool import session_params
 from qtg.db.queries import sql_family
 
 log = logging.getLogger("qtg.db.hub")
@@ -187,7 +188,9 @@ class ListenHub:
             autocommit=True,
             application_name="qtg-listen",
             connect_timeout=10,  # a black-holed host must not hang the reconnect loop
-            **_KEEPALIVES,
+            # a multi-host DSN: only the read-write server, so after a failover the
+            # hub listens on the new primary, where the workers' commits notify
+            **{**session_params(self.dsn), **_KEEPALIVES},
         )
         try:
             for channel in self.channels:

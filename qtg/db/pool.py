@@ -53,13 +53,14 @@ import msgspec
 import psycopg
 import trio
 from psycopg import pq
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads
 
 from qtg.db.connection import TrioConnection, socket_has_data
 from qtg.db.queries import Query
 
-__all__ = ["Database", "Jsonb", "PoolTimeout", "Tx"]
+__all__ = ["Database", "Jsonb", "PoolTimeout", "ReadOnlyServer", "Tx", "session_params"]
 
 Params = Mapping[str, Any] | Sequence[Any] | None
 T = TypeVar("T")
@@ -74,12 +75,15 @@ _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT {}"
 _IDLE = pq.TransactionStatus.IDLE
 
 #: TCP keepalives on every pooled connection, so a peer that vanished without
-#: closing (a partition, a dead host) is noticed in seconds, not hours.
+#: closing (a partition, a dead host) is noticed in seconds, not hours; and
+#: tcp_user_timeout, so data sent to a dead primary and never acknowledged
+#: fails the connection after that many ms instead of retransmitting for ~15 min.
 _KEEPALIVES = {
     "keepalives": 1,
     "keepalives_idle": 10,
     "keepalives_interval": 3,
     "keepalives_count": 3,
+    "tcp_user_timeout": 15_000,
 }
 
 #: How long (s) a connection above min_size may sit idle before it is closed,
@@ -95,12 +99,42 @@ class PoolTimeout(psycopg.OperationalError):
     """No connection became free within the checkout timeout (the API maps it to 503)."""
 
 
-def connection_options(*, statement_timeout_ms: int, callback_max_attempts: int) -> str:
+class ReadOnlyServer(psycopg.OperationalError):
+    """A statement met a read-only server (a standby, or a primary demoted under
+    us): the connection is closed, never reused, and the error is a lost
+    connection to every caller — nothing was written; the next checkout connects
+    anew, and libpq's target_session_attrs=read-write only accepts a primary."""
+
+
+def session_params(dsn: str) -> dict[str, Any]:
+    """Connection parameters every qtg connection adds to `dsn` (issue 27): only a
+    read-write server is accepted, unless the DSN says otherwise (libpq tries
+    each host of a multi-host DSN in turn, so after a failover it finds the new
+    primary); TCP keepalives and tcp_user_timeout notice a dead peer."""
+    params: dict[str, Any] = dict(_KEEPALIVES)
+    if "target_session_attrs" not in conninfo_to_dict(dsn):
+        params["target_session_attrs"] = "read-write"
+    return params
+
+
+def _read_only_refused(conn: TrioConnection, exc: BaseException) -> ReadOnlyServer:
+    """A read-only server's refusal as a lost connection (`ReadOnlyServer`): the
+    connection is closed first, so it is never handed out again."""
+    _close(conn)
+    return ReadOnlyServer(f"the server is read-only (a standby?): {exc}")
+
+
+def connection_options(
+    *, statement_timeout_ms: int, callback_max_attempts: int, synchronous_commit: str | None = None
+) -> str:
     """libpq `options` applied to every pooled connection."""
-    return (
+    options = (
         f"-c statement_timeout={int(statement_timeout_ms)}"
         f" -c qtg.callback_max_attempts={int(callback_max_attempts)}"
     )
+    if synchronous_commit is not None:
+        options += f" -c synchronous_commit={synchronous_commit}"
+    return options
 
 
 class Database:
@@ -122,6 +156,8 @@ class Database:
         application_name: str = "qtg",
         connect_timeout: float = 10.0,
         checkout_timeout: float | None = None,
+        synchronous_commit: str | None = None,
+        pgbouncer: bool = False,
     ) -> None:
         if min_size > max_size:
             raise ValueError(f"min_size {min_size} is larger than max_size {max_size}")
@@ -130,17 +166,26 @@ class Database:
         self.checkout_timeout = connect_timeout if checkout_timeout is None else checkout_timeout
         self.min_size = min_size
         self.max_size = max_size
+        self.pgbouncer = pgbouncer
         self._connect_kwargs: dict[str, Any] = {
-            **_KEEPALIVES,
+            **session_params(dsn),
             "autocommit": True,  # Tx sends BEGIN/COMMIT itself (module docstring)
             "row_factory": dict_row,
             "application_name": application_name,
-            "options": connection_options(
-                statement_timeout_ms=statement_timeout_ms,
-                callback_max_attempts=callback_max_attempts,
-            ),
             "connect_timeout": max(1, round(connect_timeout)),
         }
+        if pgbouncer:
+            # Transaction pooling: consecutive transactions may run on different
+            # server connections, so nothing prepared server-side survives, and
+            # pgbouncer refuses the startup `options` (the role's settings apply:
+            # README "Deployment").
+            self._connect_kwargs["prepare_threshold"] = None
+        else:
+            self._connect_kwargs["options"] = connection_options(
+                statement_timeout_ms=statement_timeout_ms,
+                callback_max_attempts=callback_max_attempts,
+                synchronous_commit=synchronous_commit,
+            )
         # Lazily created: a Database may be built outside trio (tests, the CLI).
         self._slots: trio.Semaphore | None = None
         self._idle: deque[tuple[TrioConnection, float]] = deque()
@@ -287,7 +332,10 @@ class Database:
         conn = await self.getconn()
         try:
             async with conn.cursor() as cur:
-                await cur.execute(query.text, params)  # type: ignore[arg-type]
+                try:
+                    await cur.execute(query.text, params)  # type: ignore[arg-type]
+                except psycopg.errors.ReadOnlySqlTransaction as exc:
+                    raise _read_only_refused(conn, exc) from exc
                 yield cur
         finally:
             self.putconn(conn)  # closed instead if a cancellation left it unclean
@@ -375,13 +423,16 @@ class Tx:
             self._conn = await self._db.getconn()
         conn = self._conn
         async with conn.cursor() as cur:
-            if self._begun and not self._pending:
-                await cur.execute(text, params)  # type: ignore[arg-type]
-            else:
-                async with conn.pipeline():
-                    await self._send_queued(conn)
+            try:
+                if self._begun and not self._pending:
                     await cur.execute(text, params)  # type: ignore[arg-type]
-                # the pipeline's sync (one round trip) brought every result back
+                else:
+                    async with conn.pipeline():
+                        await self._send_queued(conn)
+                        await cur.execute(text, params)  # type: ignore[arg-type]
+                    # the pipeline's sync (one round trip) brought every result back
+            except psycopg.errors.ReadOnlySqlTransaction as exc:
+                raise _read_only_refused(conn, exc) from exc
             yield cur
 
     async def _send_queued(self, conn: TrioConnection) -> None:
@@ -449,10 +500,13 @@ class Tx:
                 if not commit:
                     await _rollback_quietly(conn)
                 elif self._pending:
-                    async with conn.pipeline():
-                        await self._send_queued(conn)
-                        async with conn.cursor() as cur:
-                            await cur.execute(_COMMIT)
+                    try:
+                        async with conn.pipeline():
+                            await self._send_queued(conn)
+                            async with conn.cursor() as cur:
+                                await cur.execute(_COMMIT)
+                    except psycopg.errors.ReadOnlySqlTransaction as exc:
+                        raise _read_only_refused(conn, exc) from exc
                 elif self._begun:
                     await conn.execute(_COMMIT)
         except BaseException:

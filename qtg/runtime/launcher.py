@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 import trio
 
 from qtg.config import ConfigError, Settings
@@ -75,6 +76,7 @@ from qtg.services.audit import (
     with_embedded_key,
 )
 from qtg.services.context import ServiceContext
+from qtg.services.durability import DurabilityWatch
 
 log = logging.getLogger("qtg.runtime")
 
@@ -189,6 +191,8 @@ def api_database(settings: Settings, dsn: str, application_name: str) -> Databas
         statement_timeout_ms=settings.statement_timeout_ms,
         callback_max_attempts=settings.callback_max_attempts,
         application_name=f"{application_name}:api",
+        synchronous_commit=settings.database_synchronous_commit,
+        pgbouncer=settings.database_pgbouncer,
     )
 
 
@@ -390,6 +394,8 @@ async def serve(
                             statement_timeout_ms=settings.statement_timeout_ms,
                             callback_max_attempts=settings.callback_max_attempts,
                             application_name=shutdown.application_name,
+                            synchronous_commit=settings.database_synchronous_commit,
+                            pgbouncer=settings.database_pgbouncer,
                         )
                         await _open(db)
                         await warn_if_autovacuum_off(db)
@@ -595,6 +601,39 @@ async def warn_if_autovacuum_off(db: Database) -> bool:
     return True
 
 
+async def check_durability_at_start(
+    db: Database, watch: DurabilityWatch, metrics: RuntimeMetrics
+) -> None:
+    """Read the replication state once before ready (issue 27); one warning line
+    when a commit would not survive the loss of the primary."""
+    state = await watch.check(db)
+    metrics.durability(state.synchronous, state.synchronous_standbys, watch.holding)
+    if not state.synchronous:
+        log.warning(
+            "commits are not synchronously replicated: a committed write-ahead row can be "
+            "lost in a failover (README, Deployment)",
+            extra={
+                "reason": state.reason,
+                "require_synchronous_replication": watch.require_synchronous,
+            },
+        )
+
+
+async def watch_durability(
+    db: Database, watch: DurabilityWatch, metrics: RuntimeMetrics, interval: float
+) -> None:
+    """Re-read the replication state every `interval` s for /readyz and /metrics."""
+    while True:
+        await trio.sleep(interval)
+        try:
+            state = await watch.check(db)
+        except psycopg.Error as exc:
+            log.debug("durability check failed", extra={"error": describe_error(exc)})
+            metrics.durability(None, 0, watch.holding)
+            continue
+        metrics.durability(state.synchronous, state.synchronous_standbys, watch.holding)
+
+
 async def _run(
     settings: Settings,
     args: argparse.Namespace,
@@ -621,6 +660,8 @@ async def _run(
     if hasattr(providers, "aclose"):
         closers.append(providers.aclose)
     metrics = RuntimeMetrics()
+    durability = DurabilityWatch(require_synchronous=settings.require_synchronous_replication)
+    await check_durability_at_start(db, durability, metrics)
     runtime = Runtime(
         settings=settings,
         args=args,
@@ -634,13 +675,19 @@ async def _run(
             providers=providers,
             wake=hub.wake if settings.reactive else None,
             metrics=metrics,
+            durability=durability,
         ),
         metrics=metrics,
         process=heartbeat_rows.ProcessId.current(),
         api_socket=api_socket,
-        api_ctx=ServiceContext(db=api_db, settings=settings, providers=providers)
+        api_ctx=ServiceContext(
+            db=api_db, settings=settings, providers=providers, durability=durability
+        )
         if api_db is not None
         else None,
+    )
+    nursery.start_soon(
+        watch_durability, db, durability, metrics, settings.durability_check_interval_seconds
     )
     if args.seed_demo:
         await _seed_demo(runtime)

@@ -179,6 +179,23 @@ class RuntimeMetrics:
             buckets=_STATE_BUCKETS,
             registry=r,
         )
+        self.database_synchronous = Gauge(
+            "qtg_database_synchronous_replication",
+            "1 when a commit on the primary is acknowledged by a synchronous standby "
+            "(survives a failover), 0 when not, -1 before the first reading (issue 27)",
+            registry=r,
+        )
+        self.database_synchronous.set(-1)
+        self.database_synchronous_standbys = Gauge(
+            "qtg_database_synchronous_standbys",
+            "Standbys streaming as sync or quorum, at the last durability check",
+            registry=r,
+        )
+        self.dispatch_held = Gauge(
+            "qtg_dispatch_held_for_durability",
+            "1 while MG_REQUIRE_SYNCHRONOUS_REPLICATION holds the dispatcher",
+            registry=r,
+        )
         self._backlog_lock = trio.Lock()
         self._backlog_at: float | None = None
 
@@ -193,6 +210,12 @@ class RuntimeMetrics:
                 "instance_id": instance,
             }
         )
+
+    def durability(self, synchronous: bool | None, standbys: int, held: bool) -> None:
+        """The durability check's verdict (None: the database did not answer)."""
+        self.database_synchronous.set(-1 if synchronous is None else int(synchronous))
+        self.database_synchronous_standbys.set(standbys)
+        self.dispatch_held.set(int(held))
 
     def node_left_state(self, state: str, seconds: float) -> None:
         """A worker moved a node out of `state` after `seconds` in it (leaving

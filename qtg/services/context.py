@@ -13,6 +13,7 @@ from qtg.db import Database
 if TYPE_CHECKING:
     from qtg.providers.registry import ProviderRegistry
     from qtg.runtime.metrics import RuntimeMetrics
+    from qtg.services.durability import DurabilityWatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,8 @@ class ServiceContext:
     wake: Callable[[str], None] | None = None
     #: The runtime's instruments (node pickup and time-in-state histograms).
     metrics: RuntimeMetrics | None = None
+    #: The durability policy's latest verdict and hold (issue 27); None outside a runtime.
+    durability: DurabilityWatch | None = None
 
     def node_left_state(self, state: str, seconds: float) -> None:
         """Record that a node this pass moved on spent `seconds` in `state`

@@ -142,6 +142,8 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
     dispatched.
     """
     await release_due_waits(ctx)
+    if ctx.durability is not None and await ctx.durability.holds_submits(ctx):
+        return 0  # MG_REQUIRE_SYNCHRONOUS_REPLICATION: nodes stay READY, paged
     concurrency = ctx.settings.node_dispatch_concurrency
     unit = dispatch_one_node if ctx.settings.node_dispatch_batch_size == 1 else dispatch_batch
     if concurrency == 1:

@@ -32,6 +32,17 @@ async def test_health_and_readiness(api: Api) -> None:
         "status": "ready",
         "checks": {"database": True, "migrations": True, "listen": True},
         "reasons": [],
+        # the test server has no standby: ready, and says a failover could lose commits
+        "durability": {
+            "synchronous": False,
+            "synchronous_standby_names": "",
+            "synchronous_commit": "on",
+            "standbys": 0,
+            "synchronous_standbys": 0,
+            "reason": "no synchronous standby configured (synchronous_standby_names is empty)",
+            "required": False,
+            "held": False,
+        },
     }
 
 

@@ -11,6 +11,7 @@ from qtg.api import schemas as s
 from qtg.api.routing import Call, Endpoint, Reply
 from qtg.db import sql_family
 from qtg.db.migrate import MigrationError, check
+from qtg.services.durability import read_durability
 
 SQL = sql_family("db", "ping")
 
@@ -52,8 +53,27 @@ async def readyz(call: Call) -> Any:
     if not call.hub.connected:
         reasons.append("listen: the LISTEN connection is down (reconnecting)")
 
+    durability = None
+    if checks["database"]:
+        watch = call.ctx.durability
+        with trio.move_on_after(CHECK_TIMEOUT_SECONDS):
+            try:
+                state = await (watch.check(call.ctx.db) if watch else read_durability(call.ctx.db))
+                durability = {
+                    **state.as_dict(),
+                    "required": call.ctx.settings.require_synchronous_replication,
+                    "held": bool(watch and watch.holding),
+                }
+            except psycopg.Error:
+                durability = None
+
     ready = all(checks.values())
-    body = {"status": "ready" if ready else "not_ready", "checks": checks, "reasons": reasons}
+    body = {
+        "status": "ready" if ready else "not_ready",
+        "checks": checks,
+        "reasons": reasons,
+        "durability": durability,
+    }
     return Reply(body, 200 if ready else 503)
 
 
