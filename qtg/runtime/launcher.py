@@ -601,13 +601,10 @@ async def warn_if_autovacuum_off(db: Database) -> bool:
     return True
 
 
-async def check_durability_at_start(
-    db: Database, watch: DurabilityWatch, metrics: RuntimeMetrics
-) -> None:
+async def check_durability_at_start(db: Database, watch: DurabilityWatch) -> None:
     """Read the replication state once before ready (issue 27); one warning line
     when a commit would not survive the loss of the primary."""
     state = await watch.check(db)
-    metrics.durability(state.synchronous, state.synchronous_standbys, watch.holding)
     if not state.synchronous:
         log.warning(
             "commits are not synchronously replicated: a committed write-ahead row can be "
@@ -622,16 +619,15 @@ async def check_durability_at_start(
 async def watch_durability(
     db: Database, watch: DurabilityWatch, metrics: RuntimeMetrics, interval: float
 ) -> None:
-    """Re-read the replication state every `interval` s for /readyz and /metrics."""
+    """Re-read the replication state every `interval` s (the gauges follow each
+    reading through the watch's observer); unknown (-1) while unreadable."""
     while True:
         await trio.sleep(interval)
         try:
-            state = await watch.check(db)
+            await watch.check(db)
         except psycopg.Error as exc:
             log.debug("durability check failed", extra={"error": describe_error(exc)})
             metrics.durability(None, 0, watch.holding)
-            continue
-        metrics.durability(state.synchronous, state.synchronous_standbys, watch.holding)
 
 
 async def _run(
@@ -660,8 +656,13 @@ async def _run(
     if hasattr(providers, "aclose"):
         closers.append(providers.aclose)
     metrics = RuntimeMetrics()
-    durability = DurabilityWatch(require_synchronous=settings.require_synchronous_replication)
-    await check_durability_at_start(db, durability, metrics)
+    durability = DurabilityWatch(
+        require_synchronous=settings.require_synchronous_replication,
+        observer=lambda state, held: metrics.durability(
+            state.synchronous, state.synchronous_standbys, held
+        ),
+    )
+    await check_durability_at_start(db, durability)
     runtime = Runtime(
         settings=settings,
         args=args,

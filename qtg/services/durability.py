@@ -12,6 +12,7 @@ notification (`durability_hold`, critical) pages until the hold ends.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from qtg.db import Database, sql_family
@@ -39,10 +40,21 @@ async def read_durability(db: Database) -> Durability:
 class DurabilityWatch:
     """The latest verdict of this process, shared by the dispatcher, /readyz and /metrics."""
 
-    def __init__(self, *, require_synchronous: bool) -> None:
+    def __init__(
+        self,
+        *,
+        require_synchronous: bool,
+        observer: Callable[[Durability, bool], None] | None = None,
+    ) -> None:
         self.require_synchronous = require_synchronous
         self.latest: Durability | None = None
         self.holding = False
+        #: told every reading and hold (the runtime's gauges), as they happen
+        self._observer = observer
+
+    def _observe(self) -> None:
+        if self._observer is not None and self.latest is not None:
+            self._observer(self.latest, self.holding)
 
     async def check(self, db: Database) -> Durability:
         previous = self.latest
@@ -55,6 +67,7 @@ class DurabilityWatch:
                     "commits are no longer synchronously replicated",
                     extra={"reason": state.reason},
                 )
+        self._observe()
         return state
 
     async def holds_submits(self, ctx: ServiceContext) -> bool:
@@ -86,4 +99,5 @@ class DurabilityWatch:
             else:
                 log.info("dispatch hold lifted: a synchronous standby acknowledges")
             self.holding = hold
+            self._observe()
         return hold
