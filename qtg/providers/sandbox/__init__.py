@@ -52,6 +52,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         max_size=settings.db_pool_max_size,
         statement_timeout_ms=settings.statement_timeout_ms,
         application_name="qtg-sandbox",
+        pgbouncer=settings.database_pgbouncer,
     )
     registry.add_closer(remote.close)
     registry.add_executor(
