@@ -47,7 +47,7 @@ GRAPH = {
             "key": "send",
             "kind": "action",
             "action_type": "cex_withdrawal",
-            "config": {"sandbox": {"latency_ms": 0}},
+            "config": {"sandbox": {"latency_ms": 0, "retry_after_seconds": 0.5}},
         }
     ],
     "edges": [],
@@ -126,6 +126,9 @@ def test_four_runtimes_through_pgbouncer_across_its_restart_submit_once(dsn, pro
                         # a drain, not a wait: observe often and widely
                         MG_NODE_OBSERVE_INTERVAL_SECONDS="0.2",
                         MG_NODE_OBSERVE_BATCH_SIZE="100",
+                        # an observation cut by the restart leaves its node leased to
+                        # the observer until the lease ends (default 60 s): shorter here
+                        MG_NODE_OBSERVE_LEASE_SECONDS="5",
                         MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS="2",
                         MG_NODE_RECOVERY_INTERVAL_SECONDS="0.5",
                     )
@@ -136,6 +139,7 @@ def test_four_runtimes_through_pgbouncer_across_its_restart_submit_once(dsn, pro
             proc.wait_ready(60)
         wait_until(lambda: completed(dsn) >= total // 2, 300, "half the movements completed")
         restart_started = time.monotonic()
+        half_s = restart_started - drain_started
         bouncer.restart()
         restart_s = time.monotonic() - restart_started
         at_restart = completed(dsn)
@@ -176,6 +180,7 @@ def test_four_runtimes_through_pgbouncer_across_its_restart_submit_once(dsn, pro
                     "runtimes": RUNTIMES,
                     "movements": total,
                     "seeded_s": round(seeded_s, 1),
+                    "half_drained_s": round(half_s, 1),
                     "drained_s": round(drained_s, 1),
                     "movements_per_s": round(total / drained_s, 1),
                     "restart_s": round(restart_s, 2),
