@@ -48,11 +48,19 @@ def _server_user() -> pwd.struct_passwd | None:
 
 
 class Server:
-    def __init__(self, bin_dir: Path, data: Path, port: int, user: pwd.struct_passwd | None):
+    def __init__(
+        self,
+        bin_dir: Path,
+        data: Path,
+        port: int,
+        user: pwd.struct_passwd | None,
+        listen: str = "127.0.0.1",
+    ):
         self.bin_dir = bin_dir
         self.data = data
         self.port = port
         self.user = user
+        self.listen = listen
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data.parent / f"{data.name}.log"
 
@@ -66,7 +74,7 @@ class Server:
                 str(self.bin_dir / "postgres"),
                 "-D", str(self.data),
                 "-p", str(self.port),
-                "-c", "listen_addresses=127.0.0.1",
+                "-c", f"listen_addresses={self.listen}",
                 "-c", f"unix_socket_directories={self.data.parent}",
             ],
             stdout=log,
@@ -228,4 +236,31 @@ def cluster(*, synchronous: bool) -> Iterator[Cluster]:
         yield made
     finally:
         made.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def single_server(*, listen: str, conf: str) -> Iterator[Server]:
+    """One primary, no standby, listening on `listen` (a comma list of addresses)
+    with `conf` appended to its postgresql.conf."""
+    bin_dir = find_bin()
+    if bin_dir is None:
+        raise AssertionError("PostgreSQL server binaries missing (apt-get install postgresql-15)")
+    root = Path(tempfile.mkdtemp(prefix="qtg-ha-"))
+    root.chmod(0o711)
+    made = Cluster(root, bin_dir)
+    server = Server(bin_dir, root / "primary", free_port(), made.user, listen=listen)
+    try:
+        if made.user is not None:
+            os.chown(root, made.user.pw_uid, made.user.pw_gid)
+        made._run("initdb", "-D", str(server.data), "-U", "postgres", "--auth=trust",
+                  "-E", "UTF8", "--no-sync")
+        with open(server.data / "postgresql.conf", "a") as f:
+            f.write("\n# tests/ha/cluster.py\nfsync = off\nmax_connections = 200\n" + conf)
+        with open(server.data / "pg_hba.conf", "a") as hba:
+            hba.write("host all all 0.0.0.0/0 trust\n")
+        server.start()
+        yield server
+    finally:
+        server.stop()
         shutil.rmtree(root, ignore_errors=True)
