@@ -112,7 +112,11 @@ def session_params(dsn: str) -> dict[str, Any]:
     each host of a multi-host DSN in turn, so after a failover it finds the new
     primary); TCP keepalives and tcp_user_timeout notice a dead peer."""
     params: dict[str, Any] = dict(_KEEPALIVES)
-    if "target_session_attrs" not in conninfo_to_dict(dsn):
+    try:
+        named = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        named = {}  # unparsable: connecting reports it, naming the setting (launcher._open)
+    if "target_session_attrs" not in named:
         params["target_session_attrs"] = "read-write"
     return params
 
