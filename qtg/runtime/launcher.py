@@ -601,11 +601,12 @@ async def warn_if_autovacuum_off(db: Database) -> bool:
     return True
 
 
-async def check_durability_at_start(db: Database, watch: DurabilityWatch) -> None:
+async def check_durability_at_start(db: Database, watch: DurabilityWatch, *, warn: bool) -> None:
     """Read the replication state once before ready (issue 27); one warning line
-    when a commit would not survive the loss of the primary."""
+    when a commit would not survive the loss of the primary (not for the embedded
+    database, which has no standby by design)."""
     state = await watch.check(db)
-    if not state.synchronous:
+    if warn and not state.synchronous:
         log.warning(
             "commits are not synchronously replicated: a committed write-ahead row can be "
             "lost in a failover (README, Deployment)",
@@ -662,7 +663,7 @@ async def _run(
             state.synchronous, state.synchronous_standbys, held
         ),
     )
-    await check_durability_at_start(db, durability)
+    await check_durability_at_start(db, durability, warn=not embedded)
     runtime = Runtime(
         settings=settings,
         args=args,
