@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from qtg.db.pool import session_params
 from qtg.db.queries import sql_family
 
 MIGRATIONS_ROOT = Path(__file__).resolve().parents[2] / "migrations"
@@ -94,7 +95,7 @@ def _verify(applied: dict[str, str], migrations: list[Migration]) -> None:
 def check(dsn: str, root: Path = MIGRATIONS_ROOT) -> MigrationStatus:
     """What is applied and what is pending; raises MigrationError on an edited file."""
     migrations = discover(root)
-    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row, **session_params(dsn)) as conn:
         applied = _applied(conn)
     _verify(applied, migrations)
     return MigrationStatus(
@@ -107,7 +108,7 @@ def migrate(dsn: str, root: Path = MIGRATIONS_ROOT) -> list[str]:
     """Apply every pending migration in order; return the versions applied now."""
     migrations = discover(root)
     done: list[str] = []
-    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row, **session_params(dsn)) as conn:
         conn.execute(SQL.lock.text)
         try:
             conn.execute(SQL.ensure_table.text)

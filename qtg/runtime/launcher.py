@@ -45,7 +45,7 @@ import psycopg
 import trio
 
 from qtg.config import ConfigError, Settings
-from qtg.db import Database, ListenHub, sql_family
+from qtg.db import Database, ListenHub, session_params, sql_family
 from qtg.db.migrate import MigrationError, check, migrate
 from qtg.domain.redaction import describe_error
 from qtg.runtime.heartbeats import Heartbeat
@@ -517,7 +517,7 @@ async def _stop_on_signal(signals: Any, scope: trio.CancelScope, shutdown: _Shut
 def _cancel_statements(dsn: str, application_name: str) -> int:
     import psycopg
 
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=3, **session_params(dsn)) as conn:
         rows = conn.execute(
             SQL.cancel_statements.text, {"application_name": application_name}
         ).fetchall()
