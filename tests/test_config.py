@@ -107,6 +107,11 @@ def test_values_are_parsed_by_type() -> None:
         ("MG_METRICS_PORT", "70000", "at most 65535"),
         ("MG_NOTIFY_SMTP_PORT", "0", "at least 1"),
         ("MG_NOTIFY_SMTP_PORT", "65536", "at most 65535"),
+        # Issue 27: a level that can lose an acknowledged commit in a failover is refused.
+        ("MG_DATABASE_SYNCHRONOUS_COMMIT", "local", "expected one of on, remote_apply"),
+        ("MG_DATABASE_SYNCHRONOUS_COMMIT", "remote_write", "expected one of"),
+        ("MG_REQUIRE_SYNCHRONOUS_REPLICATION", "sure", "expected true or false"),
+        ("MG_DURABILITY_CHECK_INTERVAL_SECONDS", "0", "greater than 0"),
     ],
 )
 def test_bad_values_name_the_variable(env: str, raw: str, says: str) -> None:
