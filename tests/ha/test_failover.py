@@ -212,6 +212,7 @@ def failover_during_drain(
 def test_synchronous_failover_pays_every_destination_exactly_once(anvil, procs) -> None:
     count = 30
     figures = failover_during_drain(anvil, procs, synchronous=True, lag_standby=False, count=count)
+    assert figures["resumed_after_s"] is not None, figures  # the kill came mid-drain
     assert figures["paid"] == {"once": count, "never": 0, "more": 0, "wrong": 0}, figures
     assert figures["transactions_sent"] == count, figures  # not one transaction more
     assert figures["all_completed"] and figures["request_states"] == {"COMPLETED": count}, figures
