@@ -60,10 +60,11 @@ class Wakeup:
     clear to set, which is what coalescing bounds.
     """
 
-    __slots__ = ("_event", "sets")
+    __slots__ = ("_event", "_restored", "sets")
 
     def __init__(self) -> None:
         self._event = trio.Event()
+        self._restored = trio.Event()
         self.sets = 0
 
     def set(self) -> None:
@@ -80,6 +81,20 @@ class Wakeup:
 
     async def wait(self) -> None:
         await self._event.wait()
+
+    def restore(self) -> None:
+        """The database answers again (the hub reconnected): a wake-up that also
+        ends a worker's error backoff (`wait_restored`), which ordinary wake-ups
+        do not — after a failover the workers resume when the database does,
+        not up to a minute later."""
+        self._restored.set()
+        self.set()
+
+    async def wait_restored(self) -> None:
+        """Return once `restore()` was called (at once if it was since the last
+        return), and re-arm."""
+        await self._restored.wait()
+        self._restored = trio.Event()
 
 
 PayloadListener = Callable[[str, str], None]
@@ -142,6 +157,12 @@ class ListenHub:
             for wakeup in subscribers:
                 wakeup.set()
 
+    def restore_all(self) -> None:
+        """Wake every subscriber and end their error backoffs (`Wakeup.restore`)."""
+        for subscribers in self._wakeups.values():
+            for wakeup in subscribers:
+                wakeup.restore()
+
     async def wait_connected(self) -> None:
         await self._connected.wait()
 
@@ -168,7 +189,9 @@ class ListenHub:
             self._connected.set()
             if self.connections > 1:
                 log.info("listen connection restored; waking every worker")
-            self.wake_all()
+                self.restore_all()  # the database is back: backoffs end too
+            else:
+                self.wake_all()
             if not started:
                 started = True
                 task_status.started()

@@ -32,7 +32,10 @@ all of it off, which is the reference's pure polling):
   spin on a notify storm. Below the backoff threshold a failed pass waits like
   any other, wake-ups included: after a database restart the first pass often
   fails on a dead pooled connection, and the hub's "wake everyone" must still
-  bring the worker straight back.
+  bring the worker straight back. One signal does end a backoff: the hub's
+  reconnection after it lost its connection (`Wakeup.restore`) — the database
+  answers again, so after a failover or a long restart the workers resume
+  with it instead of up to MAX_BACKOFF_SECONDS later (issue 27).
 """
 
 from __future__ import annotations
@@ -172,7 +175,14 @@ async def _loop(
             if heartbeat is not None:
                 heartbeat.record_failure(exc, consecutive_errors, backoff is not None)
             if backoff is not None:
-                await trio.sleep(backoff)  # wake-ups ignored on purpose
+                # Ordinary wake-ups are ignored on purpose (a failing worker must
+                # not spin on notifies); the hub's reconnection after a database
+                # outage (a restart, a failover) ends the backoff.
+                with trio.move_on_after(backoff):
+                    if listen is None:
+                        await trio.sleep_forever()
+                    else:
+                        await listen.wait_restored()
             else:
                 await _wait(fallback_wait(interval, jitter, rng), listen, coalesce)
             continue

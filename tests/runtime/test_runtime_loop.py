@@ -189,6 +189,31 @@ async def test_wakeups_ignored_during_error_backoff(autojump_clock) -> None:
     assert rel(s.times)[:6] == [0, 1, 2, 3, 4, 36]
 
 
+async def test_the_database_answering_again_ends_an_error_backoff(autojump_clock) -> None:
+    """Issue 27: after a failover the hub reconnects (`restore`); a worker in its
+    32 s backoff passes at once instead of half a minute later."""
+    wake = Wakeup()
+    boom = RuntimeError("db down")
+    s = Script(*([boom] * 5), then=0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: run_for(40, "w", s, 1.0, wakeup=wake))
+        await trio.sleep(4.5)  # the 5th failure at t=4 started a 32 s backoff
+        wake.set()  # an ordinary wake-up: still ignored
+        await trio.sleep(2)
+        wake.restore()  # the database is back (t=6.5)
+    assert rel(s.times)[:7] == [0, 1, 2, 3, 4, 6.5, 7.5]
+
+
+async def test_a_restore_is_not_a_wakeup_in_pure_polling(autojump_clock) -> None:
+    wake = Wakeup()
+    s = Script(*([RuntimeError("db down")] * 5), then=0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: run_for(40, "w", s, 1.0, wakeup=wake, reactive=False))
+        await trio.sleep(4.5)
+        wake.restore()
+    assert rel(s.times)[:6] == [0, 1, 2, 3, 4, 36]
+
+
 async def test_wakeups_honoured_below_the_error_threshold(autojump_clock) -> None:
     """One failed pass (e.g. a broken pooled connection) does not make the worker deaf."""
     wake = Wakeup()
