@@ -52,7 +52,7 @@ GRAPH = {
             "kind": "action",
             "action_type": "cex_withdrawal",
             # slow submits: A is in the middle of some when it is cut off
-            "config": {"sandbox": {"latency_ms": 150, "retry_after_seconds": 0.3}},
+            "config": {"sandbox": {"latency_ms": 300, "retry_after_seconds": 0.3}},
         }
     ],
     "edges": [],
@@ -180,27 +180,27 @@ def env_for(dsn: str) -> dict[str, str]:
 
 
 def test_a_partitioned_runtime_loses_nothing_and_pays_nothing_twice(procs) -> None:
-    count = 40
+    count = 60
     with namespace() as ns, single_server(listen=f"127.0.0.1,{HOST_IP}", conf=SERVER_CONF) as pg:
         pg.execute("CREATE DATABASE qtg")
         local = pg.dsn("qtg")
         migrate(local)
         remote = f"host={HOST_IP} port={pg.port} user=postgres dbname=qtg"
-        ids = seed(local, 0, count, template=True)
         cut_off = RuntimeProcess(
             ["ip", "netns", "exec", ns.name, str(BIN)],
             {**env_for(remote), "QTG_PYTHON": sys.executable},
         )
         procs.append(cut_off)
-        cut_off.wait_ready(60)
-        # A alone for a moment, so it holds work when the network fails
-        wait_until(lambda: states(local, ids).get("COMPLETED", 0) >= 5, 60, "A at work")
         procs.append(RuntimeProcess.launcher(env_for(local)))
-        procs[-1].wait_ready(60)
-        assert sessions_from(local, NS_IP) > 0
+        for proc in procs:
+            proc.wait_ready(60)
+        ids = seed(local, 0, count, template=True)
+        wait_until(lambda: states(local, ids).get("COMPLETED", 0) >= 10, 60, "the drain going")
+        assert sessions_from(local, NS_IP) > 0  # A is at work on the database
         ns.partition()
         partitioned_at, partitioned_wall = time.monotonic(), time.time()
         completed_at_cut = states(local, ids).get("COMPLETED", 0)
+        assert completed_at_cut < count  # cut off mid-drain
         wait_until(lambda: sessions_from(local, NS_IP) == 0, 60, "the server to drop A's sessions")
         released_s = time.monotonic() - partitioned_at
         wait_until(lambda: states(local, ids) == {"COMPLETED": count}, 180, "B to finish all")
