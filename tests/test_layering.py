@@ -34,11 +34,6 @@ ALLOWED: dict[str, frozenset[str]] = {
 #: (importing module, imported module): upward imports from before the rule.
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
-        # the metrics registry lives in runtime; a metrics interface below both is due
-        ("qtg.api.app", "qtg.runtime.metrics"),
-        ("qtg.api.routes.metrics", "qtg.runtime.metrics"),
-        ("qtg.api.server", "qtg.runtime.metrics"),
-        ("qtg.services.context", "qtg.runtime.metrics"),
         # Settings, as a type of the notification rules' arguments (a Protocol is due)
         ("qtg.domain.attention", "qtg.config"),
         # the nonce and send-intent stores the executors need belong with the providers
@@ -111,4 +106,4 @@ def test_the_check_sees_an_upward_import() -> None:
     assert ("qtg.services.dispatch", "qtg.domain.states") in found or any(
         m == "qtg.services.dispatch" and i.startswith("qtg.domain") for m, i in found
     )
-    assert ("qtg.api.server", "qtg.runtime.metrics") in upward()
+    assert ("qtg.providers.evm.executor", "qtg.services") in upward()

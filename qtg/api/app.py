@@ -21,8 +21,8 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from qtg.db import ListenHub
-from qtg.runtime.metrics import RuntimeMetrics
 from qtg.services.context import ServiceContext
+from qtg.services.metrics import RuntimeMetrics
 
 from .admission import Admission
 from .console import console_routes

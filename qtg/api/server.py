@@ -23,8 +23,8 @@ from hypercorn.trio import serve
 
 from qtg.config import Settings
 from qtg.db import ListenHub
-from qtg.runtime.metrics import RuntimeMetrics
 from qtg.services.context import ServiceContext
+from qtg.services.metrics import RuntimeMetrics
 
 from .app import create_app
 from .errors import error_body

@@ -51,7 +51,6 @@ from qtg.domain.redaction import describe_error
 from qtg.runtime.heartbeats import Heartbeat
 from qtg.runtime.logs import configure_logging, dsn_secrets
 from qtg.runtime.loop import run_loop
-from qtg.runtime.metrics import RuntimeMetrics
 from qtg.runtime.registry import (
     WORKERS,
     LoadedWorker,
@@ -77,6 +76,7 @@ from qtg.services.audit import (
 )
 from qtg.services.context import ServiceContext
 from qtg.services.durability import DurabilityWatch
+from qtg.services.metrics import RuntimeMetrics
 
 log = logging.getLogger("qtg.runtime")
 

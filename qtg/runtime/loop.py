@@ -50,7 +50,7 @@ import trio
 from qtg.db.hub import Wakeup
 from qtg.domain.redaction import describe_error
 from qtg.runtime.heartbeats import Heartbeat
-from qtg.runtime.metrics import WorkerMetrics
+from qtg.services.metrics import WorkerMetrics
 
 log = logging.getLogger("qtg.runtime.loop")
 

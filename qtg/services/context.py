@@ -12,8 +12,8 @@ from qtg.db import Database
 
 if TYPE_CHECKING:
     from qtg.providers.registry import ProviderRegistry
-    from qtg.runtime.metrics import RuntimeMetrics
     from qtg.services.durability import DurabilityWatch
+    from qtg.services.metrics import RuntimeMetrics
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import trio
 import trio.testing
 
 from qtg.runtime.loop import MAX_CONSECUTIVE_ERRORS, run_loop
-from qtg.runtime.metrics import RuntimeMetrics
+from qtg.services.metrics import RuntimeMetrics
 
 
 def sample(metrics: RuntimeMetrics, name: str, **labels: str) -> float:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from qtg.runtime.metrics import RuntimeMetrics
+from qtg.services.metrics import RuntimeMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "qtg" / "api" / "metrics" / "grafana-dashboard.json"

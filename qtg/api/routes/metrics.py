@@ -15,8 +15,8 @@ from starlette.routing import Route
 
 from qtg.api.auth import Role, authenticate
 from qtg.api.errors import error_response
-from qtg.runtime.metrics import CONTENT_TYPE_LATEST, RuntimeMetrics
 from qtg.services.context import ServiceContext
+from qtg.services.metrics import CONTENT_TYPE_LATEST, RuntimeMetrics
 
 PATH = "/metrics"
 

@@ -36,7 +36,7 @@ from qtg.domain.redaction import describe_error
 
 __all__ = ["CONTENT_TYPE_LATEST", "RuntimeMetrics", "WorkerMetrics"]
 
-log = logging.getLogger("qtg.runtime.metrics")
+log = logging.getLogger("qtg.services.metrics")
 
 SQL = sql_family("metrics", "backlog")
 
