@@ -220,7 +220,7 @@ def _word_address(address: str) -> str:
 
 def evm2any_message(
     receiver: str, token: str, amount: int, fee_token: str | None, gas_limit: int
-) -> tuple:
+) -> tuple[Any, ...]:
     """Client.EVM2AnyMessage for a token transfer to an EVM receiver (no data)."""
     extra_args = EVM_EXTRA_ARGS_V1_TAG + encode(["uint256"], [gas_limit])
     return (
@@ -232,15 +232,15 @@ def evm2any_message(
     )
 
 
-def _message_call(selector: str, dest_selector: int, message: tuple) -> str:
+def _message_call(selector: str, dest_selector: int, message: tuple[Any, ...]) -> str:
     return "0x" + selector + encode(["uint64", _MESSAGE], [dest_selector, message]).hex()
 
 
-def ccip_send_data(dest_selector: int, message: tuple) -> str:
+def ccip_send_data(dest_selector: int, message: tuple[Any, ...]) -> str:
     return _message_call(CCIP_SEND, dest_selector, message)
 
 
-def get_fee_data(dest_selector: int, message: tuple) -> str:
+def get_fee_data(dest_selector: int, message: tuple[Any, ...]) -> str:
     return _message_call(GET_FEE, dest_selector, message)
 
 

@@ -95,7 +95,7 @@ def parse_chains(raw: str) -> dict[int, Chain]:
             value = item.get(key)
             if not is_address(value):
                 raise _chain_error(i, f"{key} {value!r} is not an address")
-            addresses[key] = value.lower()
+            addresses[key] = str(value).lower()
         domains.add(domain)
         out[chain_id] = Chain(chain_id=chain_id, domain=domain, **addresses)
     return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from qtg.domain.errors import ConfigError
 
@@ -202,7 +203,7 @@ def with_margin(value: int, percent: float) -> int:
 
 
 def effect_seen(
-    logs: Sequence[Mapping], token: str, sender: str, destination: str, amount: int
+    logs: Sequence[Mapping[str, Any]], token: str, sender: str, destination: str, amount: int
 ) -> bool:
     """True when `logs` carry the ERC-20 `Transfer(sender, destination, amount)` of `token`."""
     want = [

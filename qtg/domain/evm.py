@@ -103,7 +103,7 @@ def rpc_error_transient(code: int, message: str) -> bool:
     return not any(word in text for word in PERMANENT_RPC_MESSAGES)
 
 
-def nonce_lane_key(tx: dict) -> str:
+def nonce_lane_key(tx: Mapping[str, Any]) -> str:
     """The nonce lane of an EVM transaction payload (issue 15): one sender on one chain.
     A batching dispatcher submits one lane's transactions in nonce-reservation order."""
     return f"evm:{tx['chainId']}:{str(tx['from']).lower()}"

@@ -89,7 +89,7 @@ def plan_hash_drifted(request: Row, nodes: Sequence[Row], edges: Sequence[Row]) 
     content = msgspec.json.encode(
         (_graph_from_rows(nodes, edges), request["intent"], request["input_params"])
     )
-    return _current_plan_hash(content) != request["compiled_plan_hash"]
+    return bool(_current_plan_hash(content) != request["compiled_plan_hash"])
 
 
 @functools.lru_cache(maxsize=512)

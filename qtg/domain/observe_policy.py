@@ -43,8 +43,12 @@ def observe_interval(action_type: str, retry_after_seconds: float | None) -> flo
     hint that is not a positive number (0, negative, NaN) is ignored in favour of the
     table: re-observing at once would let a misbehaving executor spin the observer.
     """
-    if _is_number(retry_after_seconds) and retry_after_seconds > 0:  # type: ignore[operator]
-        return float(min(retry_after_seconds, MAX_BACKOFF_SECONDS))  # type: ignore[type-var]
+    if (
+        retry_after_seconds is not None
+        and _is_number(retry_after_seconds)
+        and retry_after_seconds > 0
+    ):
+        return float(min(retry_after_seconds, MAX_BACKOFF_SECONDS))
     return float(DEFAULT_OBSERVE_INTERVALS.get(action_type, DEFAULT_OBSERVE_INTERVAL))
 
 

@@ -124,7 +124,9 @@ def graph_hash(graph_without_timeouts: Any) -> str:
     return hashlib.sha256(canonical_json(graph_without_timeouts)).hexdigest()
 
 
-def _hashable_graph(nodes: tuple[PlanNode, ...], edges: tuple[tuple[str, str], ...]) -> dict:
+def _hashable_graph(
+    nodes: tuple[PlanNode, ...], edges: tuple[tuple[str, str], ...]
+) -> dict[str, Any]:
     return {
         "nodes": [
             {
@@ -273,7 +275,7 @@ def _compile_node(raw: Any, i: int) -> PlanNode:
     )
 
 
-def _name(raw: Mapping, name: str, at: str, code: str) -> str:
+def _name(raw: Mapping[str, Any], name: str, at: str, code: str) -> str:
     if name not in raw or raw[name] in (None, ""):
         raise PlanError(f"{name} is required", path=f"{at}.{name}", code=f"{code}_MISSING")
     value = raw[name]
@@ -286,7 +288,7 @@ def _name(raw: Mapping, name: str, at: str, code: str) -> str:
     return value
 
 
-def _object(raw: Mapping, name: str, at: str, code: str) -> Mapping[str, Any]:
+def _object(raw: Mapping[str, Any], name: str, at: str, code: str) -> Mapping[str, Any]:
     if name not in raw:
         return {}
     value = raw[name]

@@ -34,7 +34,8 @@ def _dead(row: Mapping[str, Any]) -> bool:
 
 
 def _last_sign_of_life(row: Mapping[str, Any]) -> datetime:
-    return row["last_beat_at"] or row["started_at"] or row["updated_at"]
+    when: datetime = row["last_beat_at"] or row["started_at"] or row["updated_at"]
+    return when
 
 
 def superseded(row: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> bool:
