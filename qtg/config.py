@@ -72,27 +72,42 @@ def count(env: str, default: int) -> Any:
 @dataclass(frozen=True, slots=True)
 class Settings:
     # ---- database
+    # PostgreSQL DSN (a libpq URL or a multi-host string); unset: the embedded database in
+    # MG_EMBEDDED_DATA_DIR.
     database_url: str | None = setting("MG_DATABASE_URL", None, secret=True)
+    # A separate DSN for the LISTEN connection, direct (never through transaction pooling), e.g.
+    # when MG_DATABASE_URL goes through pgbouncer; unset: MG_DATABASE_URL.
     listen_database_url: str | None = setting("MG_LISTEN_DATABASE_URL", None, secret=True)
+    # The network class this runtime serves: every claim of a worker that acts on a movement filters
+    # on it.
     network_class: str = setting("MG_NETWORK_CLASS", "default")
+    # Connections the workers' pool keeps open.
     db_pool_min_size: int = setting("MG_DB_POOL_MIN_SIZE", 2, minimum=1)
+    # Most connections of the workers' pool.
     db_pool_max_size: int = setting("MG_DB_POOL_MAX_SIZE", 10, minimum=1)
     # How long a worker's transaction waits for a free connection of the workers' pool.
     db_pool_timeout_seconds: float = interval("MG_DB_POOL_TIMEOUT_SECONDS", 10.0)
-    # The API has a pool of its own (issue 17): a flood of requests can exhaust
+    # The API has a pool of its own: a flood of requests can exhaust
     # it, never the workers'. A request that finds no free connection within the
     # timeout is answered 503 at once instead of queueing.
     api_db_pool_min_size: int = setting("MG_API_DB_POOL_MIN_SIZE", 1, minimum=1)
+    # Most connections of the API's own pool.
     api_db_pool_max_size: int = setting("MG_API_DB_POOL_MAX_SIZE", 10, minimum=1)
+    # How long an API request waits for a free connection of its pool; then 503 DATABASE_BUSY.
     api_db_pool_timeout_seconds: float = interval("MG_API_DB_POOL_TIMEOUT_SECONDS", 2.0)
+    # statement_timeout of every pooled session, in milliseconds.
     statement_timeout_ms: int = setting("MG_STATEMENT_TIMEOUT_MS", 30_000, minimum=1)
+    # Where the embedded PostgreSQL keeps its data (<dir>/pgdata), and the generated callback secret
+    # and audit key.
     embedded_data_dir: str = setting("MG_EMBEDDED_DATA_DIR", ".qtg")
+    # With MG_DATABASE_URL, migrate at start (as --migrate does); otherwise a runtime refuses to
+    # start while migrations are pending. The embedded database is always migrated.
     migrate_on_start: bool = setting("MG_MIGRATE_ON_START", False)
-    # ---- high availability (issue 27)
+    # ---- high availability
     # MG_DATABASE_URL may be a libpq multi-host string (host=a,b port=x,y); a
     # connection is only kept on a read-write server. With pgbouncer in front
     # (transaction pooling) nothing is prepared server-side and no startup
-    # `options` are sent (pgbouncer refuses them): see README "Deployment".
+    # `options` are sent (pgbouncer refuses them): see Operations, Deployment.
     database_pgbouncer: bool = setting("MG_DATABASE_PGBOUNCER", False)
     # The synchronous_commit level of every pooled session, so of the write-ahead
     # commit: `on` (with a synchronous standby: flushed there before it returns)
@@ -109,76 +124,105 @@ class Settings:
     require_synchronous_replication: bool = setting("MG_REQUIRE_SYNCHRONOUS_REPLICATION", False)
 
     # ---- runtime
+    # Run the background workers (false: the API only, like --api-only).
     workers_enabled: bool = setting("MG_WORKERS_ENABLED", True)
+    # Wake workers by LISTEN/NOTIFY; false is pure interval polling.
     reactive: bool = setting("MG_REACTIVE", True)
+    # A worker waits its fallback interval plus or minus a random amount up to this between passes,
+    # so processes do not poll in step.
     worker_jitter_seconds: float = setting("MG_WORKER_JITTER_SECONDS", 0.0, minimum=0)
+    # A worker writes its heartbeat row at most once per this many seconds, however busy it is.
     heartbeat_min_interval_seconds: float = interval("MG_HEARTBEAT_MIN_INTERVAL_SECONDS", 1.0)
     # Rows of processes silent this long (and for ten of their intervals) are
     # deleted when a process starts: one set of rows per start otherwise piles up.
     heartbeat_retention_seconds: float = interval("MG_HEARTBEAT_RETENTION_SECONDS", 7 * 86400.0)
+    # Log level.
     log_level: str = setting("MG_LOG_LEVEL", "INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    # Log format: json (one JSON object per line) or text (one readable line).
     log_format: str = setting("MG_LOG_FORMAT", "json", choices=("json", "text"))
 
     # ---- core workers (reference §1-3)
+    # node_dispatcher's fallback interval (it is woken by NOTIFY).
     node_dispatch_interval_seconds: float = interval("MG_NODE_DISPATCH_INTERVAL_SECONDS", 2.0)
     # Dispatch units one pass runs side by side: each a batch claim of
     # MG_NODE_DISPATCH_BATCH_SIZE, or with batch size 1 the reference's serial
     # one-node walk (1 and 1: the reference's serial dispatcher). Each commit waits
     # for its WAL flush; n units in parallel share flushes, as n processes would.
     node_dispatch_concurrency: int = setting("MG_NODE_DISPATCH_CONCURRENCY", 1, minimum=1)
+    # node_observer's fallback interval.
     node_observe_interval_seconds: float = interval("MG_NODE_OBSERVE_INTERVAL_SECONDS", 5.0)
+    # Due nodes one observer pass claims.
     node_observe_batch_size: int = count("MG_NODE_OBSERVE_BATCH_SIZE", 10)
+    # Enforce a plan node's timeout_policy.observe_seconds (a timed-out node is UNKNOWN, never
+    # FAILED).
     observe_timeout_enforcement_enabled: bool = setting(
         "MG_OBSERVE_TIMEOUT_ENFORCEMENT_ENABLED", False
     )
-    # Issue 25: a claimed node is leased to its observer for this long (it is
+    # A claimed node is leased to its observer for this long (it is
     # not due for any other) while the provider is asked with no lock held; one
     # observation is cut off at half of it. An observer that dies mid-call
     # leaves its nodes due again when the lease runs out.
     node_observe_lease_seconds: float = interval("MG_NODE_OBSERVE_LEASE_SECONDS", 60.0)
+    # node_recovery's interval.
     node_recovery_interval_seconds: float = interval("MG_NODE_RECOVERY_INTERVAL_SECONDS", 60.0)
+    # Nodes one recovery pass takes.
     node_recovery_batch_size: int = count("MG_NODE_RECOVERY_BATCH_SIZE", 10)
     # A SUBMITTING node older than this is presumed stranded by a crash between
     # the write-ahead commit and submit's return, and handed to recover().
     node_recovery_submitting_grace_seconds: float = interval(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS", 120.0
     )
-    # Issue 25 item 1: a node recovery has not decided for this long (UNKNOWN, or
+    # A node recovery has not decided for this long (UNKNOWN, or
     # SUBMITTING this long past its grace) moves its movement to MANUAL_INTERVENTION
     # (request_attention: a critical notification and a callback), once per attempt.
     node_unknown_attention_seconds: float = interval("MG_NODE_UNKNOWN_ATTENTION_SECONDS", 900.0)
-    # Issue 24 item 5: a transient fault before any side effect (an RPC that does not
+    # A transient fault before any side effect (an RPC that does not
     # answer, a fee above its cap) leaves the node READY, retried after a backoff
     # that doubles up to this; a node still waiting after the attention threshold
     # moves its movement to MANUAL_INTERVENTION (request_attention), once per hour.
     node_transient_retry_max_seconds: float = interval("MG_NODE_TRANSIENT_RETRY_MAX_SECONDS", 60.0)
+    # A node still waiting out transient faults this long moves its movement to MANUAL_INTERVENTION
+    # (request_attention), again a bound after each resume.
     node_transient_attention_seconds: float = interval("MG_NODE_TRANSIENT_ATTENTION_SECONDS", 900.0)
-    # Issue 25 item 2: node_recovery's sweep settles an EXECUTING request whose
+    # Node_recovery's sweep settles an EXECUTING request whose
     # nodes already decide its state (its worker's settle was lost) once its nodes
     # have not changed for this long (its own worker settles it before that).
     node_settle_grace_seconds: float = interval("MG_NODE_SETTLE_GRACE_SECONDS", 10.0)
 
     # ---- sidecars (reference §4-9)
+    # callback_dispatcher's fallback interval.
     callback_dispatch_interval_seconds: float = interval(
         "MG_CALLBACK_DISPATCH_INTERVAL_SECONDS", 3.0
     )
+    # Callbacks one dispatcher pass sends.
     callback_batch_size: int = count("MG_CALLBACK_BATCH_SIZE", 5)
+    # Attempts before a callback goes to the dead-letter state (dlq).
     callback_max_attempts: int = count("MG_CALLBACK_MAX_ATTEMPTS", 5)
+    # Bound on one callback request; no answer within it is a failed attempt.
     callback_timeout_seconds: float = interval("MG_CALLBACK_TIMEOUT_SECONDS", 10.0)
+    # HMAC key of callback (and notification webhook) signatures; required with MG_DATABASE_URL in a
+    # process that runs workers; on the embedded database generated on first use.
     callback_signing_secret: str | None = setting("MG_CALLBACK_SIGNING_SECRET", None, secret=True)
+    # expiration_checker's interval.
     expiration_check_interval_seconds: float = interval(
         "MG_EXPIRATION_CHECK_INTERVAL_SECONDS", 30.0
     )
+    # Requests one expiration pass expires.
     expiration_batch_size: int = count("MG_EXPIRATION_BATCH_SIZE", 20)
+    # How long a request waits for approval before it is EXPIRED.
     approval_ttl_seconds: float = interval("MG_APPROVAL_TTL_SECONDS", 300.0)
+    # template_proposal_expiration's interval.
     template_proposal_expiration_interval_seconds: float = interval(
         "MG_TEMPLATE_PROPOSAL_EXPIRATION_INTERVAL_SECONDS", 30.0
     )
+    # How long a template proposal waits for approval.
     template_proposal_ttl_seconds: float = interval("MG_TEMPLATE_PROPOSAL_TTL_SECONDS", 86_400.0)
-    # The most nodes a template version may have (issue 25 item 6): a movement
+    # The most nodes a template version may have: a movement
     # of 10,000 nodes took hours and slowed every other movement's pickup.
     template_max_nodes: int = count("MG_TEMPLATE_MAX_NODES", 200)
+    # executor_health's interval.
     executor_health_interval_seconds: float = interval("MG_EXECUTOR_HEALTH_INTERVAL_SECONDS", 60.0)
+    # audit_outbox_promoter's fallback interval.
     audit_outbox_promoter_interval_seconds: float = interval(
         "MG_AUDIT_OUTBOX_PROMOTER_INTERVAL_SECONDS", 1.0
     )
@@ -186,29 +230,46 @@ class Settings:
     executor_health_timeout_seconds: float = interval("MG_EXECUTOR_HEALTH_TIMEOUT_SECONDS", 10.0)
 
     # ---- conditional workers (reference "Always-on vs conditional")
+    # Run evm_nonce_reaper (core, fail-fast) when the runtime has the evm_rpc capability.
     evm_nonce_reaper_enabled: bool = setting("MG_EVM_NONCE_REAPER_ENABLED", True)
+    # evm_nonce_reaper's interval.
     evm_nonce_reaper_interval_seconds: float = interval(
         "MG_EVM_NONCE_REAPER_INTERVAL_SECONDS", 60.0
     )
+    # Run ccip_stranded_reaper (core, fail-fast).
     ccip_stranded_reaper_enabled: bool = setting("MG_CCIP_STRANDED_REAPER_ENABLED", True)
+    # ccip_stranded_reaper's interval.
     ccip_stranded_reaper_interval_seconds: float = interval(
         "MG_CCIP_STRANDED_REAPER_INTERVAL_SECONDS", 60.0
     )
+    # Run capital_transfer_followup.
     capital_transfer_followup_enabled: bool = setting("MG_CAPITAL_TRANSFER_FOLLOWUP_ENABLED", False)
+    # capital_transfer_followup's interval.
     capital_transfer_followup_interval_seconds: float = interval(
         "MG_CAPITAL_TRANSFER_FOLLOWUP_INTERVAL_SECONDS", 60.0
     )
+    # Run notification_dispatcher (start-up refuses it with no route).
     notify_enabled: bool = setting("MG_NOTIFY_ENABLED", False)
+    # Run balance_history_rollup (hourly and daily balance history).
     balance_history_enabled: bool = setting("MG_BALANCE_HISTORY_ENABLED", True)
+    # Venues cex_transfer_ingest pulls deposits and withdrawals from (comma list); empty: the worker
+    # does not run.
     cex_transfer_ingest_venues_csv: str = setting("MG_CEX_TRANSFER_INGEST_VENUES_CSV", "")
+    # Run balance_snapshot.
     balance_snapshot_enabled: bool = setting("MG_BALANCE_SNAPSHOT_ENABLED", False)
+    # balance_snapshot's interval.
     balance_snapshot_interval_seconds: float = interval(
         "MG_BALANCE_SNAPSHOT_INTERVAL_SECONDS", 30.0
     )
+    # A balance older than this is served with stale: true.
     balance_stale_threshold_seconds: float = interval("MG_BALANCE_STALE_THRESHOLD_SECONDS", 120.0)
+    # Run ccip_drift (sidecar group; it also needs a sidecar client, MG_CCIP_SIDECAR).
     ccip_enabled: bool = setting("MG_CCIP_ENABLED", False)
+    # ccip_drift's interval.
     ccip_drift_poll_interval_seconds: float = interval("MG_CCIP_DRIFT_POLL_INTERVAL_SECONDS", 300.0)
+    # Run verify_drift (sidecar) when the runtime has the evm_rpc capability.
     verify_drift_enabled: bool = setting("MG_VERIFY_DRIFT_ENABLED", False)
+    # verify_drift's interval.
     verify_drift_interval_seconds: float = interval("MG_VERIFY_DRIFT_INTERVAL_SECONDS", 21_600.0)
 
     # ---- providers (DESIGN §5)
@@ -227,7 +288,9 @@ class Settings:
     )
 
     # ---- API
+    # Address the API listens on (and the metrics-only listener).
     api_host: str = setting("MG_API_HOST", "127.0.0.1")
+    # Port the API listens on (0: any free port).
     api_port: int = port("MG_API_PORT", 8000, any_port=True)
     # Admission control: HTTP requests in progress at once; the next one is
     # answered 503 (Retry-After) at once, before it reads a byte from the database.
@@ -235,34 +298,49 @@ class Settings:
     # WS /v3/stream: events a client may fall behind by before it is closed
     # (4008, resumable); references to shared events, so cheap per client.
     stream_client_buffer: int = count("MG_STREAM_CLIENT_BUFFER", 10_000)
+    # WS /v3/stream sends a ping this often while idle.
     stream_ping_interval_seconds: float = interval("MG_STREAM_PING_INTERVAL_SECONDS", 15.0)
     # Fallback poll of the event feed when no qtg_events notify arrives.
     stream_poll_interval_seconds: float = interval("MG_STREAM_POLL_INTERVAL_SECONDS", 1.0)
 
-    # ---- notifications and capital transfers (issue 14; README "Operator attention")
+    # ---- notifications and capital transfers
     # notification_dispatcher (MG_NOTIFY_ENABLED): fallback interval, rows per pass,
     # bound on one delivery, attempts before dlq.
     notify_interval_seconds: float = interval("MG_NOTIFY_INTERVAL_SECONDS", 5.0)
+    # Notifications routed, and messages sent, per pass.
     notify_batch_size: int = count("MG_NOTIFY_BATCH_SIZE", 100)
+    # Bound on one delivery (the HTTP request; each SMTP socket operation).
     notify_timeout_seconds: float = interval("MG_NOTIFY_TIMEOUT_SECONDS", 10.0)
+    # Attempts before a notification message goes to dlq.
     notify_max_attempts: int = count("MG_NOTIFY_MAX_ATTEMPTS", 5)
     # Per route: at most this many messages per window; the rest become one digest.
     notify_rate_limit_messages: int = count("MG_NOTIFY_RATE_LIMIT_MESSAGES", 10)
+    # The rate limit's window.
     notify_rate_limit_window_seconds: float = interval("MG_NOTIFY_RATE_LIMIT_WINDOW_SECONDS", 600.0)
     # Webhook route. The URL is a secret (a Slack incoming-webhook URL is a credential).
     notify_webhook_url: str | None = setting("MG_NOTIFY_WEBHOOK_URL", None, secret=True)
+    # json (the full notification) or slack ({"text": …}, which a Slack or Mattermost incoming
+    # webhook accepts).
     notify_webhook_format: str = setting(
         "MG_NOTIFY_WEBHOOK_FORMAT", "json", choices=("json", "slack")
     )
+    # Severities the webhook receives (*: all; empty: none).
     notify_webhook_severities: str = setting("MG_NOTIFY_WEBHOOK_SEVERITIES", "warning,critical")
     # Email route (SMTP; STARTTLS before AUTH, credentials never in the clear).
     notify_email_to: str = setting("MG_NOTIFY_EMAIL_TO", "")
+    # Sender address of notification emails.
     notify_email_from: str = setting("MG_NOTIFY_EMAIL_FROM", "qtg@localhost")
+    # Severities emailed (*: all; empty: none).
     notify_email_severities: str = setting("MG_NOTIFY_EMAIL_SEVERITIES", "critical")
+    # SMTP server host.
     notify_smtp_host: str = setting("MG_NOTIFY_SMTP_HOST", "localhost")
+    # SMTP server port.
     notify_smtp_port: int = port("MG_NOTIFY_SMTP_PORT", 587, any_port=False)
+    # STARTTLS before anything else (start-up refuses a username without it).
     notify_smtp_starttls: bool = setting("MG_NOTIFY_SMTP_STARTTLS", True)
+    # SMTP AUTH user (set both or neither of username and password).
     notify_smtp_username: str | None = setting("MG_NOTIFY_SMTP_USERNAME", None)
+    # SMTP AUTH password.
     notify_smtp_password: str | None = setting("MG_NOTIFY_SMTP_PASSWORD", None, secret=True)
     # CA bundle that verifies the SMTP server's certificate (default: the system's).
     notify_smtp_ca_file: str | None = setting("MG_NOTIFY_SMTP_CA_FILE", None)
@@ -270,12 +348,16 @@ class Settings:
     # transfer whose movement is still unapproved after this long pages (warning; the
     # default is under MG_APPROVAL_TTL_SECONDS, so someone can still approve it).
     capital_transfer_followup_batch_size: int = count("MG_CAPITAL_TRANSFER_FOLLOWUP_BATCH_SIZE", 20)
+    # A capital transfer whose movement is still unapproved after this long pages
+    # (capital_transfer_stale).
     capital_transfer_stale_seconds: float = interval("MG_CAPITAL_TRANSFER_STALE_SECONDS", 180.0)
     # Route templates: "source>destination=template_key", comma-separated; `*` matches any.
     capital_transfer_routes: str = setting("MG_CAPITAL_TRANSFER_ROUTES", "")
-    # ---- treasury view (issue 13): balance_snapshot, balance_history_rollup,
-    # GET /v3/balances, cex_transfer_ingest. The flags and the snapshot interval
-    # and stale threshold are the reference's and sit with the conditional workers.
+    # ---- treasury view
+    # (balance_snapshot, balance_history_rollup, GET /v3/balances, cex_transfer_ingest:
+    # the flags and the snapshot interval and stale threshold are the reference's and
+    # sit with the conditional workers)
+
     # One fetcher call that takes longer is recorded as a timeout; the others go on.
     balance_fetch_timeout_seconds: float = interval("MG_BALANCE_FETCH_TIMEOUT_SECONDS", 10.0)
     # Raw snapshots older than this are deleted (their hours are kept in history).
@@ -284,13 +366,17 @@ class Settings:
     )
     # Rows one retention DELETE removes; a pass runs at most ..._MAX_BATCHES of them.
     balance_retention_batch_size: int = count("MG_BALANCE_RETENTION_BATCH_SIZE", 1_000)
+    # Retention batches one balance_snapshot pass runs at most.
     balance_retention_max_batches: int = count("MG_BALANCE_RETENTION_MAX_BATCHES", 10)
     # GET /v3/balances?fresh=true: whole-request bound, and the shortest gap between
     # two on-demand fetches across every API process on the database.
     balance_fresh_timeout_seconds: float = interval("MG_BALANCE_FRESH_TIMEOUT_SECONDS", 10.0)
+    # Shortest gap between two on-demand fetches (fresh=true) across every process on the database;
+    # sooner: 429 RATE_LIMITED.
     balance_fresh_min_interval_seconds: float = interval(
         "MG_BALANCE_FRESH_MIN_INTERVAL_SECONDS", 10.0
     )
+    # balance_history_rollup's interval.
     balance_history_rollup_interval_seconds: float = interval(
         "MG_BALANCE_HISTORY_ROLLUP_INTERVAL_SECONDS", 300.0
     )
@@ -303,19 +389,26 @@ class Settings:
     # Circle Gateway (provider `gateway`): API base URL and the depositor addresses
     # whose unified USDC balance is snapshot as venue_key "gateway".
     gateway_api_url: str = setting("MG_GATEWAY_API_URL", "https://gateway-api.circle.com")
+    # Depositor addresses (comma list) whose unified USDC balance is fetched.
     gateway_depositors_csv: str = setting("MG_GATEWAY_DEPOSITORS_CSV", "")
+    # cex_transfer_ingest's interval.
     cex_transfer_ingest_interval_seconds: float = interval(
         "MG_CEX_TRANSFER_INGEST_INTERVAL_SECONDS", 30.0
     )
     # Provider `ccxt`: exchange ids (ccxt's, e.g. okx) and the JSON file of their API keys.
     ccxt_venues_csv: str = setting("MG_CCXT_VENUES_CSV", "")
+    # JSON file of the venues' API keys ({"okx": {"apiKey", "secret", "password", "api_url"?}}, mode
+    # 0600).
     ccxt_credentials_file: str | None = setting("MG_CCXT_CREDENTIALS_FILE", None)
-    # The ccxt executor's cex_withdrawal (issue 28): a withdraw request's own timeout;
+    # The ccxt executor's cex_withdrawal: a withdraw request's own timeout;
     # how long after sending a withdrawal missing from the venue's history is still
     # "maybe late" (recovery answers UNKNOWN); and the gap between the two missing
     # reads that together prove it never happened (NOT_SUBMITTED).
     ccxt_withdraw_timeout_seconds: float = interval("MG_CCXT_WITHDRAW_TIMEOUT_SECONDS", 15.0)
+    # After sending, a withdrawal missing from the venue's history may still be late (recovery
+    # answers UNKNOWN) for this long; set it above the venue's worst history lag.
     ccxt_withdrawal_grace_seconds: float = interval("MG_CCXT_WITHDRAWAL_GRACE_SECONDS", 300.0)
+    # The gap between the two missing reads that prove a withdrawal never happened.
     ccxt_withdrawal_recheck_seconds: float = interval("MG_CCXT_WITHDRAWAL_RECHECK_SECONDS", 60.0)
     # One venue's pull that takes longer is recorded as failed; the others go on.
     cex_transfer_ingest_timeout_seconds: float = interval(
@@ -330,7 +423,7 @@ class Settings:
     cex_transfer_ingest_overlap_seconds: float = setting(
         "MG_CEX_TRANSFER_INGEST_OVERLAP_SECONDS", 3_600.0, minimum=0
     )
-    # ---- ops: API connection limits (issue 17 items 2, 11)
+    # ---- ops: API connection limits
     # A client that sends nothing for this long is disconnected (slowloris: a
     # promised body that never comes, headers that never end).
     api_read_timeout_seconds: float = interval("MG_API_READ_TIMEOUT_SECONDS", 30.0)
@@ -338,16 +431,20 @@ class Settings:
     api_keep_alive_timeout_seconds: float = interval("MG_API_KEEP_ALIVE_TIMEOUT_SECONDS", 5.0)
     # Largest request head (request line and headers) a client may send.
     api_max_header_bytes: int = count("MG_API_MAX_HEADER_BYTES", 16 * 1024)
-    # ---- EVM chain side (issue 11): the `evm` provider, evm_nonce_reaper
+    # ---- EVM chain side: the `evm` provider, evm_nonce_reaper
     # `chain_id=url,…`: one JSON-RPC client per chain. Empty: no EVM capability,
     # so evm_nonce_reaper is skipped with the reference's warning.
     evm_rpc_urls: str = setting("MG_EVM_RPC_URLS", "")
     # Every JSON-RPC call is bounded by this timeout; reads are retried, writes never.
     evm_rpc_timeout_seconds: float = interval("MG_EVM_RPC_TIMEOUT_SECONDS", 10.0)
+    # JSON-RPC calls in flight per chain.
     evm_rpc_concurrency: int = count("MG_EVM_RPC_CONCURRENCY", 8)
+    # Retries of a read (each tries every URL) after a transport fault or a transient JSON-RPC
+    # error, backing off 0.1 s, 0.2 s … 2 s; writes are never retried.
     evm_rpc_read_retries: int = setting("MG_EVM_RPC_READ_RETRIES", 2, minimum=0)
     # The local-key signer: a 0x-hex private key, or a file holding one. Never logged.
     evm_signer_private_key: str | None = setting("MG_EVM_SIGNER_PRIVATE_KEY", None, secret=True)
+    # A file holding the signer's key instead of MG_EVM_SIGNER_PRIVATE_KEY (set one of the two).
     evm_signer_key_file: str | None = setting("MG_EVM_SIGNER_KEY_FILE", None)
     # Blocks on top of the receipt's block before observe() says COMPLETED.
     evm_confirmations: int = setting("MG_EVM_CONFIRMATIONS", 1, minimum=0)
@@ -356,8 +453,9 @@ class Settings:
     evm_nonce_reservation_stale_seconds: float = interval(
         "MG_EVM_NONCE_RESERVATION_STALE_SECONDS", 120.0
     )
+    # A transaction broadcast but unmined this long raises one request_attention warning.
     evm_nonce_attention_seconds: float = interval("MG_EVM_NONCE_ATTENTION_SECONDS", 1800.0)
-    # ---- Never pay twice (issue 24; qtg.domain.chain_outcome has the rule)
+    # ---- Never pay twice
     # Per-chain depth a transfer must reach before COMPLETED: `chain_id=n|safe|finalized,…`
     # (e.g. `31337=3,1=safe`); a chain not listed uses MG_EVM_CONFIRMATIONS.
     evm_confirmations_by_chain: str = setting("MG_EVM_CONFIRMATIONS_BY_CHAIN", "")
@@ -380,16 +478,17 @@ class Settings:
     verify_drift_lane_timeout_seconds: float = interval(
         "MG_VERIFY_DRIFT_LANE_TIMEOUT_SECONDS", 30.0
     )
-    # Treasury view (issue 13): the evm provider's balance fetcher reads, on every
+    # Treasury view: the evm provider's balance fetcher reads, on every
     # configured chain, the native coin and these ERC-20 token contracts (comma list)
     # of the signer's address plus these addresses (comma list).
     evm_balance_addresses_csv: str = setting("MG_EVM_BALANCE_ADDRESSES_CSV", "")
+    # ERC-20 token contracts (comma list) whose balances the evm fetcher reads.
     evm_balance_tokens_csv: str = setting("MG_EVM_BALANCE_TOKENS_CSV", "")
-    # ---- security: callback targets (issue 17 item 3)
+    # ---- security: callback targets
     # Callbacks reach only public addresses unless the target is listed here: a comma
     # list of host names, addresses and CIDR blocks (e.g. "hooks.internal,10.20.0.0/16").
     callback_allowed_hosts: str = setting("MG_CALLBACK_ALLOWED_HOSTS", "")
-    # ---- money path under faults (issue 10; beyond the reference)
+    # ---- money path under faults
     # Attempts one action node gets in all. When recover() proves that an
     # attempt never happened (a crash or a dead connection between the
     # write-ahead commit and submit), the node goes back to READY for a new
@@ -399,26 +498,31 @@ class Settings:
     # undecided answer waits base * 2**(n-1) s, at most the cap, before the
     # node is asked again (by any process).
     node_recovery_retry_base_seconds: float = interval("MG_NODE_RECOVERY_RETRY_BASE_SECONDS", 5.0)
+    # The cap of that backoff.
     node_recovery_retry_max_seconds: float = interval("MG_NODE_RECOVERY_RETRY_MAX_SECONDS", 600.0)
     # Per-lane grace cutoff of a SUBMITTING node (reference §3, "past their
     # lane's grace cutoff"); unset: MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS.
     node_recovery_submitting_grace_seconds_ccip: float | None = setting(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_CCIP", None, exclusive_minimum=0
     )
+    # Recovery's SUBMITTING grace for stargate_* nodes; unset: the general one.
     node_recovery_submitting_grace_seconds_stargate: float | None = setting(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_STARGATE", None, exclusive_minimum=0
     )
+    # Recovery's SUBMITTING grace for exchange (cex_*) nodes; unset: the general one.
     node_recovery_submitting_grace_seconds_cex: float | None = setting(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_CEX", None, exclusive_minimum=0
     )
+    # Recovery's SUBMITTING grace for every other node; unset: the general one.
     node_recovery_submitting_grace_seconds_other: float | None = setting(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_OTHER", None, exclusive_minimum=0
     )
 
-    # ---- audit anchoring (issue 17 item 4)
+    # ---- audit anchoring
     # The HMAC-SHA256 key of the audit chain (>= 32 bytes), or a file holding it.
     # Not in the database, never logged. Unset: the chain stays unkeyed, with a warning.
     audit_hmac_key: str | None = setting("MG_AUDIT_HMAC_KEY", None, secret=True)
+    # A file holding the audit key instead of MG_AUDIT_HMAC_KEY (set one of the two).
     audit_hmac_key_file: str | None = setting("MG_AUDIT_HMAC_KEY_FILE", None)
     # Retired keys (comma list), accepted by `qtg audit verify` for rows and
     # checkpoints chained with them before a rotation; never used to write.
@@ -429,23 +533,28 @@ class Settings:
     audit_checkpoint_interval_seconds: float = setting(
         "MG_AUDIT_CHECKPOINT_INTERVAL_SECONDS", 3600.0, minimum=0
     )
+    # With it set, each published checkpoint is also appended to <dir>/audit-checkpoints.jsonl.
     audit_checkpoint_dir: str | None = setting("MG_AUDIT_CHECKPOINT_DIR", None)
 
-    # ---- retention (issue 29 item 4): `qtg prune`, meant for cron. Days may be
-    # fractional; 0 means "as soon as it is eligible". Heartbeats use
-    # MG_HEARTBEAT_RETENTION_SECONDS above.
-    # movement_events of movements terminal (COMPLETED, FAILED, …) for this long.
+    # ---- retention
+    # (`qtg prune`, meant for cron. Days may be fractional; 0 means "as soon as it is
+    # eligible". Heartbeats use MG_HEARTBEAT_RETENTION_SECONDS above.)
+
+    # `qtg prune` deletes movement_events of movements terminal (COMPLETED, FAILED,
+    # CANCELLED, REJECTED, EXPIRED) this long (days; fractional allowed, 0: at once).
     retention_events_days: float = setting("MG_RETENTION_EVENTS_DAYS", 90.0, minimum=0)
-    # sent / dead-lettered callback and notification messages, resolved notifications.
+    # `qtg prune` deletes sent / dead-lettered callback and notification messages, and
+    # resolved notifications, this old (days).
     retention_outbox_days: float = setting("MG_RETENTION_OUTBOX_DAYS", 30.0, minimum=0)
-    # audit_events older than this are archived to a file, then deleted…
+    # `qtg prune` archives audit_events older than this (days) to a file, then deletes
+    # them — only with MG_RETENTION_AUDIT_ARCHIVE_DIR.
     retention_audit_days: float = setting("MG_RETENTION_AUDIT_DAYS", 365.0, minimum=0)
-    # …only when this folder is set: audit rows are never deleted unarchived.
+    # Where `qtg prune` writes audit archives; unset: audit rows are never deleted.
     retention_audit_archive_dir: str | None = setting("MG_RETENTION_AUDIT_ARCHIVE_DIR", None)
     # Rows one DELETE removes (each batch is its own short transaction).
     retention_batch_size: int = count("MG_RETENTION_BATCH_SIZE", 1_000)
 
-    # ---- metrics (issue 16 part 1): GET /metrics
+    # ---- metrics: GET /metrics
     # true: /metrics needs a viewer token (401/403 like every route); default open,
     # as Prometheus scrapers expect on an internal address.
     metrics_require_token: bool = setting("MG_METRICS_REQUIRE_TOKEN", False)
@@ -453,17 +562,17 @@ class Settings:
     # MG_API_HOST:MG_METRICS_PORT (0: an ephemeral port, logged). Unset: no listener.
     metrics_port: int | None = port("MG_METRICS_PORT", None, any_port=True)
 
-    # ---- speed (issue 15)
+    # ---- speed
     # READY nodes one dispatcher pass claims in one statement and one write-ahead
     # commit, then submits side by side (nonce lanes in claim order). 1: the
     # reference's one-node-per-pass dispatcher.
     node_dispatch_batch_size: int = count("MG_NODE_DISPATCH_BATCH_SIZE", 16)
 
-    # ---- CCIP (issue 12): the `ccip` provider, ccip_stranded_reaper, ccip_drift
+    # ---- CCIP: the `ccip` provider, ccip_stranded_reaper, ccip_drift
     # The lanes qtg sends on and checks for drift: a JSON list of
-    # {name, chain_id, source_selector, dest_selector, router, …} (README, "CCIP").
+    # {name, chain_id, source_selector, dest_selector, router, …} (see the CCIP provider).
     ccip_lanes: str = setting("MG_CCIP_LANES", "")
-    # Headroom on the router's getFee quote (issue 24): added to a native-fee ccipSend's
+    # Headroom on the router's getFee quote: added to a native-fee ccipSend's
     # value and to a fee-token allowance raise, so a fee that rises a little between
     # the quote and mining does not revert the send.
     ccip_fee_margin_percent: int = setting("MG_CCIP_FEE_MARGIN_PERCENT", 10, minimum=0)
@@ -473,23 +582,27 @@ class Settings:
         "MG_CCIP_SEND_INTENT_STRANDED_SECONDS", 1800.0
     )
     # The CCIP sidecar client ccip_drift asks: rpc (router and ramps over JSON-RPC),
-    # http (a sidecar at MG_CCIP_SIDECAR_URL, README's JSON contract), or none.
+    # http (a sidecar at MG_CCIP_SIDECAR_URL, the CCIP sidecar contract), or none.
     ccip_sidecar: str = setting("MG_CCIP_SIDECAR", "none", choices=("none", "rpc", "http"))
+    # The HTTP sidecar's base URL (required with MG_CCIP_SIDECAR=http).
     ccip_sidecar_url: str | None = setting("MG_CCIP_SIDECAR_URL", None)
+    # Bound of one sidecar request.
     ccip_sidecar_timeout_seconds: float = interval("MG_CCIP_SIDECAR_TIMEOUT_SECONDS", 10.0)
 
-    # ---- CCTP (issue 28): the `cctp` provider (Circle's burn, attestation and mint)
+    # ---- CCTP: the `cctp` provider (Circle's burn, attestation and mint)
     # The chains it burns on and mints on: a JSON list of {chain_id, domain,
-    # token_messenger, message_transmitter, usdc} (README, "CCTP").
+    # token_messenger, message_transmitter, usdc} (see the CCTP provider).
     cctp_chains: str = setting("MG_CCTP_CHAINS", "")
     # Circle's attestation API (Iris): https://iris-api.circle.com, or -sandbox.
     cctp_attestation_url: str = setting("MG_CCTP_ATTESTATION_URL", "https://iris-api.circle.com")
+    # Bound of one attestation API request.
     cctp_attestation_timeout_seconds: float = interval("MG_CCTP_ATTESTATION_TIMEOUT_SECONDS", 10.0)
     # Polling: the reference's observe intervals (cctp_attestation 15 s, cctp_mint_status 5 s).
     cctp_attestation_poll_seconds: float = interval("MG_CCTP_ATTESTATION_POLL_SECONDS", 15.0)
+    # cctp_mint_status's poll.
     cctp_mint_poll_seconds: float = interval("MG_CCTP_MINT_POLL_SECONDS", 5.0)
 
-    # ---- speed, part 2 (issue 15: batched observation)
+    # ---- speed, part 2
     # true: an observer pass claims up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
     # statement, observes them side by side and commits every outcome in one
     # transaction. false: the reference's one claim and transaction per node.

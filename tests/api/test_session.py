@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doc_blocks import REPO, marked_block
 from runtime.rt_procs import RuntimeProcess, base_env
 
 QTG = str(Path(sys.executable).parent / "qtg")
@@ -29,15 +30,8 @@ def _qtg(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.Com
     )
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-REPO = README.parent
-
-
-def readme_block(marker: str) -> str:
-    """The sh block right after `<!-- marker -->` in README.md, exactly as written."""
-    text = README.read_text()
-    after = text.split(f"<!-- {marker} -->", 1)[1]
-    return after.split("```sh\n", 1)[1].split("\n```", 1)[0]
+README = REPO / "README.md"
+readme_block = marked_block  # the run, restart and test commands, and the session: README.md
 
 
 def test_readme_run_command_is_the_one_the_session_needs() -> None:

@@ -1,5 +1,5 @@
-"""The README's CCTP session, for real: its block run by bash as written (ports moved off
-the defaults so parallel runs never clash), against a fresh database."""
+"""The docs' CCTP session (docs/providers/cctp.md), for real: its block run by bash as
+written (ports moved off the defaults so parallel runs never clash), against a fresh database."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from api.test_session import REPO, readme_block
+from doc_blocks import REPO, marked_block
 from evm.anvil import find_binary, free_port
 from runtime.rt_procs import base_env
 
@@ -38,7 +38,7 @@ def test_readme_cctp_session_moves_12_5_usdc(dsn: str, tmp_path) -> None:
     out_file, err_file = tmp_path / "out", tmp_path / "err"
     with out_file.open("w") as out_fd, err_file.open("w") as err_fd:
         session = subprocess.Popen(
-            ["bash", "-c", "set -euo pipefail\n" + readme_block("cctp-session")],
+            ["bash", "-c", "set -euo pipefail\n" + marked_block("cctp-session")],
             env=env,
             cwd=REPO,
             stdout=out_fd,

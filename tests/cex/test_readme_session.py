@@ -1,4 +1,4 @@
-"""The README's ccxt session (`<!-- session:ccxt -->`), run as written by bash against a fresh
+"""The docs' ccxt session (`<!-- session:ccxt -->`), run as written by bash against a fresh
 database: only its ports are moved to free ones (anvil 8545, the local OKX 8600, the API 8000)
 and the npm line is left out (anvil is already installed: tests/evm/anvil.py)."""
 
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doc_blocks import marked_block
 from evm.anvil import find_binary, free_port
 from runtime.rt_procs import base_env
 
@@ -21,16 +22,12 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def readme_block(marker: str) -> str:
-    text = (REPO / "README.md").read_text()
-    after = text.split(f"<!-- {marker} -->", 1)[1]
-    return after.split("```sh\n", 1)[1].split("\n```", 1)[0]
 
 
 def test_the_readme_ccxt_session_moves_the_amount_once(dsn: str, tmp_path: Path) -> None:
     if find_binary() is None:
         pytest.skip("anvil needs npm")
-    block = readme_block("session:ccxt")
+    block = marked_block("session:ccxt")  # docs/providers/exchanges.md
     assert "npm install @foundry-rs/anvil" in block.splitlines()[0]
     script = "\n".join(block.splitlines()[1:])
     ports = {port: str(free_port()) for port in ("8545", "8600", "8000")}

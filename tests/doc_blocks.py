@@ -1,0 +1,60 @@
+"""The documentation's text and its marked command blocks, wherever they live.
+
+Tests run commands exactly as the docs write them: a block is the ```sh fence right after an
+HTML comment marker (`<!-- session -->`, `<!-- session:ccxt -->` …) in README.md or in a page
+under docs/. A marker must occur exactly once, so a block cannot be copied and drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+
+
+def doc_files() -> list[Path]:
+    """README.md and every Markdown page under docs/."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def docs_text() -> str:
+    """README.md and every docs page, one after another."""
+    return "\n\n".join(path.read_text() for path in doc_files())
+
+
+def marked_file(marker: str) -> Path:
+    """The one file that holds `<!-- marker -->`."""
+    tag = f"<!-- {marker} -->"
+    holders = [path for path in doc_files() if tag in path.read_text()]
+    assert len(holders) == 1, f"{tag} must occur in exactly one doc file, found in {holders}"
+    assert holders[0].read_text().count(tag) == 1, f"{tag} occurs twice in {holders[0]}"
+    return holders[0]
+
+
+def marked_block(marker: str) -> str:
+    """The sh block right after `<!-- marker -->`, exactly as written."""
+    after = marked_file(marker).read_text().split(f"<!-- {marker} -->", 1)[1]
+    return after.split("```sh\n", 1)[1].split("\n```", 1)[0]
+
+
+def page_section(title: str) -> str:
+    """The text under the heading `title` (any level, any docs page) up to the next heading
+    of the same or a higher level."""
+    for path in doc_files():
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            hashes = line.split(" ", 1)[0]
+            if set(hashes) == {"#"} and line[len(hashes) + 1 :].strip() == title:
+                body = []
+                fence = False
+                for rest in lines[i + 1 :]:
+                    if rest.startswith("```"):
+                        fence = not fence
+                    head = rest.split(" ", 1)[0]
+                    if not fence and set(head) == {"#"} and len(head) <= len(hashes):
+                        break
+                    body.append(rest)
+                return "\n".join(body)
+    raise AssertionError(f"no docs heading {title!r}")

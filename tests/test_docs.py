@@ -1,0 +1,109 @@
+"""The documentation cannot drift from the code it describes.
+
+- every setting of qtg/config.py has a description (the comment above its field), and the
+  committed configuration reference is the one tools/docs.py generates from it;
+- the state diagrams are the allowed transitions of qtg/domain/states.py;
+- every worker of the registry is in the concepts' workers table;
+- the API reference renders every path of the OpenAPI document;
+- README.md stays short and keeps the markers .ci/run and the session tests read;
+- user-facing text carries no issue numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from doc_blocks import DOCS, README, REPO, doc_files, marked_file
+
+sys.path.insert(0, str(REPO / "tools"))
+import docs as generated
+
+
+def test_every_setting_has_a_description() -> None:
+    docs = generated.settings_docs()
+    assert len(docs) > 150
+    missing = [doc.env for doc in docs if len(doc.description) < 10]
+    assert not missing, (
+        f"settings without a description: {missing}. Write one as the comment directly above "
+        "the field in qtg/config.py, then run `python tools/docs.py`."
+    )
+
+
+def test_a_setting_without_a_comment_is_found() -> None:
+    """The check above can fail: a field with no comment directly above it has none."""
+    source = generated.CONFIG_SOURCE.read_text()
+    stripped = source.replace("    # Log level.\n    log_level:", "    log_level:")
+    assert stripped != source
+    docs = {doc.env: doc for doc in generated.settings_docs(stripped)}
+    assert docs["MG_LOG_LEVEL"].description == ""
+    assert docs["MG_LOG_FORMAT"].description  # its neighbour keeps its own
+
+
+def test_the_configuration_reference_is_up_to_date() -> None:
+    page = DOCS / "reference" / "configuration.md"
+    assert page.read_text() == generated.configuration_page(), (
+        "docs/reference/configuration.md is out of date: run `python tools/docs.py` "
+        "(mkdocs build does it too) and commit it"
+    )
+    for doc in generated.settings_docs():
+        assert f"| `{doc.env}` |" in page.read_text(), doc.env
+
+
+def _diagram_edges(page: str, first_state: str) -> set[tuple[str, str]]:
+    text = (DOCS / page).read_text()
+    for block in re.findall(r"```mermaid\n(.*?)```", text, re.S):
+        if f"[*] --> {first_state}" in block:
+            return set(re.findall(r"^\s*([A-Z_]+) --> ([A-Z_]+)", block, re.M))
+    raise AssertionError(f"no diagram starting at {first_state} in {page}")
+
+
+def test_state_diagrams_are_the_allowed_transitions() -> None:
+    from qtg.domain.states import NODE_TRANSITIONS, REQUEST_TRANSITIONS
+
+    nodes = {(a.value, b.value) for a, b in NODE_TRANSITIONS}
+    requests = {(a.value, b.value) for a, b in REQUEST_TRANSITIONS}
+    assert _diagram_edges("concepts.md", "BLOCKED") == nodes
+    assert _diagram_edges("concepts.md", "PENDING_APPROVAL") == requests
+
+
+def test_every_worker_is_in_the_workers_table() -> None:
+    from qtg.runtime.registry import WORKERS
+
+    text = (DOCS / "concepts.md").read_text()
+    rows = set(re.findall(r"^\| `([a-z_]+)` \| (?:core|sidecar) \|", text, re.M))
+    assert rows == {spec.name for spec in WORKERS}
+
+
+def test_the_api_reference_renders_every_operation() -> None:
+    document = generated.openapi_document()
+    page = generated.api_page(document)
+    for path, methods in document["paths"].items():
+        for method in methods:
+            assert f"### `{method.upper()} {path}`" in page
+    for name in document["components"]["schemas"]:
+        assert f"### {name} {{ #{generated._anchor(name)} }}" in page
+
+
+def test_readme_is_short_and_keeps_its_markers() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) < 200
+    for marker in ("ci:run-command", "restart-command", "ci:test-command", "session"):
+        assert marked_file(marker) == README, marker
+
+
+@pytest.mark.parametrize("marker", ["session:ccxt", "cctp-session"])
+def test_provider_sessions_live_in_one_docs_page(marker: str) -> None:
+    assert marked_file(marker).is_relative_to(DOCS)
+
+
+def test_no_issue_numbers_in_user_facing_text() -> None:
+    pattern = re.compile(r"\bissues? \d+", re.I)
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in doc_files()
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, found
