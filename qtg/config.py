@@ -104,10 +104,10 @@ class Settings:
     # start while migrations are pending. The embedded database is always migrated.
     migrate_on_start: bool = setting("MG_MIGRATE_ON_START", False)
     # ---- high availability
-    # MG_DATABASE_URL may be a libpq multi-host string (host=a,b port=x,y); a
-    # connection is only kept on a read-write server. With pgbouncer in front
-    # (transaction pooling) nothing is prepared server-side and no startup
-    # `options` are sent (pgbouncer refuses them): see Operations, Deployment.
+    # true: MG_DATABASE_URL is pgbouncer in transaction pooling: nothing is prepared
+    # server-side and no startup `options` are sent (pgbouncer refuses them); see
+    # Operations, Deployment. (MG_DATABASE_URL may also be a libpq multi-host string,
+    # host=a,b port=x,y; a connection is only kept on a read-write server.)
     database_pgbouncer: bool = setting("MG_DATABASE_PGBOUNCER", False)
     # The synchronous_commit level of every pooled session, so of the write-ahead
     # commit: `on` (with a synchronous standby: flushed there before it returns)
@@ -120,7 +120,7 @@ class Settings:
         "MG_DURABILITY_CHECK_INTERVAL_SECONDS", 10.0
     )
     # true: the dispatcher holds irreversible submits (nodes stay READY, one
-    # notification pages) while no synchronous standby acknowledges.
+    # durability_hold notification pages) while no synchronous standby acknowledges.
     require_synchronous_replication: bool = setting("MG_REQUIRE_SYNCHRONOUS_REPLICATION", False)
 
     # ---- runtime
@@ -174,17 +174,17 @@ class Settings:
     )
     # A node recovery has not decided for this long (UNKNOWN, or
     # SUBMITTING this long past its grace) moves its movement to MANUAL_INTERVENTION
-    # (request_attention: a critical notification and a callback), once per attempt.
+    # (request_attention: a critical notification and a callback), once per node attempt
+    # and EXECUTING episode: again a bound after each resume.
     node_unknown_attention_seconds: float = interval("MG_NODE_UNKNOWN_ATTENTION_SECONDS", 900.0)
     # A transient fault before any side effect (an RPC that does not
     # answer, a fee above its cap) leaves the node READY, retried after a backoff
-    # that doubles up to this; a node still waiting after the attention threshold
-    # moves its movement to MANUAL_INTERVENTION (request_attention), once per hour.
+    # that doubles up to this (MG_NODE_TRANSIENT_ATTENTION_SECONDS: when it pages).
     node_transient_retry_max_seconds: float = interval("MG_NODE_TRANSIENT_RETRY_MAX_SECONDS", 60.0)
     # A node still waiting out transient faults this long moves its movement to MANUAL_INTERVENTION
     # (request_attention), again a bound after each resume.
     node_transient_attention_seconds: float = interval("MG_NODE_TRANSIENT_ATTENTION_SECONDS", 900.0)
-    # Node_recovery's sweep settles an EXECUTING request whose
+    # node_recovery's sweep settles an EXECUTING request whose
     # nodes already decide its state (its worker's settle was lost) once its nodes
     # have not changed for this long (its own worker settles it before that).
     node_settle_grace_seconds: float = interval("MG_NODE_SETTLE_GRACE_SECONDS", 10.0)
@@ -217,8 +217,9 @@ class Settings:
     )
     # How long a template proposal waits for approval.
     template_proposal_ttl_seconds: float = interval("MG_TEMPLATE_PROPOSAL_TTL_SECONDS", 86_400.0)
-    # The most nodes a template version may have: a movement
-    # of 10,000 nodes took hours and slowed every other movement's pickup.
+    # The most nodes a template version may have; a bigger graph is refused with 422
+    # TEMPLATE_TOO_LARGE naming the limit (a movement of 10,000 nodes took hours and
+    # slowed every other movement's pickup).
     template_max_nodes: int = count("MG_TEMPLATE_MAX_NODES", 200)
     # executor_health's interval.
     executor_health_interval_seconds: float = interval("MG_EXECUTOR_HEALTH_INTERVAL_SECONDS", 60.0)
@@ -226,7 +227,8 @@ class Settings:
     audit_outbox_promoter_interval_seconds: float = interval(
         "MG_AUDIT_OUTBOX_PROMOTER_INTERVAL_SECONDS", 1.0
     )
-    # A provider's health() that hangs must not stall the executor_health pass.
+    # Bound on one executor's or signer's health(): one that hangs must not stall the
+    # executor_health pass.
     executor_health_timeout_seconds: float = interval("MG_EXECUTOR_HEALTH_TIMEOUT_SECONDS", 10.0)
 
     # ---- conditional workers (reference "Always-on vs conditional")
@@ -292,8 +294,8 @@ class Settings:
     api_host: str = setting("MG_API_HOST", "127.0.0.1")
     # Port the API listens on (0: any free port).
     api_port: int = port("MG_API_PORT", 8000, any_port=True)
-    # Admission control: HTTP requests in progress at once; the next one is
-    # answered 503 (Retry-After) at once, before it reads a byte from the database.
+    # Admission control: HTTP requests in progress at once; the next one is answered
+    # 503 OVERLOADED with Retry-After: 1 at once, before it reads a byte from the database.
     api_max_concurrent_requests: int = count("MG_API_MAX_CONCURRENT_REQUESTS", 64)
     # WS /v3/stream: events a client may fall behind by before it is closed
     # (4008, resumable); references to shared events, so cheap per client.
@@ -562,7 +564,7 @@ class Settings:
     # MG_API_HOST:MG_METRICS_PORT (0: an ephemeral port, logged). Unset: no listener.
     metrics_port: int | None = port("MG_METRICS_PORT", None, any_port=True)
 
-    # ---- speed
+    # ---- speed: batched dispatch
     # READY nodes one dispatcher pass claims in one statement and one write-ahead
     # commit, then submits side by side (nonce lanes in claim order). 1: the
     # reference's one-node-per-pass dispatcher.
@@ -602,7 +604,7 @@ class Settings:
     # cctp_mint_status's poll.
     cctp_mint_poll_seconds: float = interval("MG_CCTP_MINT_POLL_SECONDS", 5.0)
 
-    # ---- speed, part 2
+    # ---- speed: batched observation
     # true: an observer pass claims up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
     # statement, observes them side by side and commits every outcome in one
     # transaction. false: the reference's one claim and transaction per node.

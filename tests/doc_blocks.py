@@ -24,18 +24,24 @@ def docs_text() -> str:
     return "\n\n".join(path.read_text() for path in doc_files())
 
 
+def _marker_lines(path: Path, tag: str) -> list[int]:
+    return [i for i, line in enumerate(path.read_text().splitlines()) if line.strip() == tag]
+
+
 def marked_file(marker: str) -> Path:
-    """The one file that holds `<!-- marker -->`."""
+    """The one file that holds the line `<!-- marker -->` (a marker is a line of its own)."""
     tag = f"<!-- {marker} -->"
-    holders = [path for path in doc_files() if tag in path.read_text()]
+    holders = [path for path in doc_files() if _marker_lines(path, tag)]
     assert len(holders) == 1, f"{tag} must occur in exactly one doc file, found in {holders}"
-    assert holders[0].read_text().count(tag) == 1, f"{tag} occurs twice in {holders[0]}"
+    assert len(_marker_lines(holders[0], tag)) == 1, f"{tag} occurs twice in {holders[0]}"
     return holders[0]
 
 
 def marked_block(marker: str) -> str:
-    """The sh block right after `<!-- marker -->`, exactly as written."""
-    after = marked_file(marker).read_text().split(f"<!-- {marker} -->", 1)[1]
+    """The sh block right after the line `<!-- marker -->`, exactly as written."""
+    path = marked_file(marker)
+    lines = path.read_text().splitlines()
+    after = "\n".join(lines[_marker_lines(path, f"<!-- {marker} -->")[0] + 1 :]) + "\n"
     return after.split("```sh\n", 1)[1].split("\n```", 1)[0]
 
 

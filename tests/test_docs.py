@@ -1,7 +1,7 @@
 """The documentation cannot drift from the code it describes.
 
 - every setting of qtg/config.py has a description (the comment above its field), and the
-  committed configuration reference is the one tools/docs.py generates from it;
+  committed configuration reference is the one tools/docgen.py generates from it;
 - the state diagrams are the allowed transitions of qtg/domain/states.py;
 - every worker of the registry is in the concepts' workers table;
 - the API reference renders every path of the OpenAPI document;
@@ -18,7 +18,7 @@ import pytest
 from doc_blocks import DOCS, README, REPO, doc_files, marked_file
 
 sys.path.insert(0, str(REPO / "tools"))
-import docs as generated
+import docgen as generated
 
 
 def test_every_setting_has_a_description() -> None:
@@ -27,7 +27,7 @@ def test_every_setting_has_a_description() -> None:
     missing = [doc.env for doc in docs if len(doc.description) < 10]
     assert not missing, (
         f"settings without a description: {missing}. Write one as the comment directly above "
-        "the field in qtg/config.py, then run `python tools/docs.py`."
+        "the field in qtg/config.py, then run `python tools/docgen.py`."
     )
 
 
@@ -44,7 +44,7 @@ def test_a_setting_without_a_comment_is_found() -> None:
 def test_the_configuration_reference_is_up_to_date() -> None:
     page = DOCS / "reference" / "configuration.md"
     assert page.read_text() == generated.configuration_page(), (
-        "docs/reference/configuration.md is out of date: run `python tools/docs.py` "
+        "docs/reference/configuration.md is out of date: run `python tools/docgen.py` "
         "(mkdocs build does it too) and commit it"
     )
     for doc in generated.settings_docs():

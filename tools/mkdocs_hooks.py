@@ -16,10 +16,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import docgen as generated
 from mkdocs.structure.files import File, Files
-
-import docs as generated
-
 
 log = logging.getLogger("mkdocs.plugins.qtg")
 

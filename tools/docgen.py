@@ -9,7 +9,7 @@
   /openapi.json (qtg.api.openapi.build_openapi over the same route table), rendered as
   Markdown; built by the hook at build time, never committed.
 
-`python tools/docs.py` rewrites docs/reference/configuration.md.
+`python tools/docgen.py` rewrites docs/reference/configuration.md.
 """
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ def _accepts(doc: SettingDoc) -> str:
 CONFIGURATION_HEADER = """\
 # Configuration reference
 
-<!-- Generated from qtg/config.py by tools/docs.py: do not edit. Change the comment above the
-setting in qtg/config.py, then run `python tools/docs.py` (mkdocs build does it too). -->
+<!-- Generated from qtg/config.py by tools/docgen.py: do not edit. Change the comment above the
+setting in qtg/config.py, then run `python tools/docgen.py` (mkdocs build does it too). -->
 
 Settings come from the environment, one `MG_*` variable each, read once at start-up. A bad
 value (`MG_NODE_DISPATCH_INTERVAL_SECONDS=2s`, a negative interval, `maybe` for a flag, a port
