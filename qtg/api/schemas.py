@@ -733,7 +733,7 @@ class Health(Out):
 
 
 class Durability(Out):
-    """Whether a commit survives the loss of the primary (issue 27; README, Deployment)."""
+    """Whether a commit survives the loss of the primary (docs/operations/deployment.md)."""
 
     synchronous: bool
     synchronous_standby_names: str

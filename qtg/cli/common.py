@@ -62,7 +62,7 @@ def schema_ready_url(args: argparse.Namespace, settings: Settings) -> Iterator[s
     """`database_url`, with the schema a command reads and writes in place.
 
     The embedded database is migrated here, as the runtime migrates it at every start:
-    `qtg token create` is the README's first step on a fresh machine, before any start.
+    `qtg token create` is the docs' first step on a fresh machine, before any start.
     An external database is only checked (the runtime migrates it only when asked): a
     pending migration ends the command with one line naming `qtg migrate`, instead of
     `relation "api_tokens" does not exist`.

@@ -182,7 +182,7 @@ class Database:
             # Transaction pooling: consecutive transactions may run on different
             # server connections, so nothing prepared server-side survives, and
             # pgbouncer refuses the startup `options` (the role's settings apply:
-            # README "Deployment").
+            # docs/operations/deployment.md).
             self._connect_kwargs["prepare_threshold"] = None
         else:
             self._connect_kwargs["options"] = connection_options(

@@ -415,7 +415,7 @@ class LaneRegistry:
 
 
 def registry_from_json(body: Mapping[str, Any]) -> LaneRegistry:
-    """The HTTP sidecar's JSON for one lane (README, "CCIP sidecar contract")."""
+    """The HTTP sidecar's JSON for one lane (docs/providers/ccip.md, "CCIP sidecar contract")."""
     tokens = body.get("tokens") or {}
     if not isinstance(tokens, dict):
         raise ValueError("tokens must be an object")

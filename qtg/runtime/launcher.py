@@ -609,7 +609,7 @@ async def check_durability_at_start(db: Database, watch: DurabilityWatch, *, war
     if warn and not state.synchronous:
         log.warning(
             "commits are not synchronously replicated: a committed write-ahead row can be "
-            "lost in a failover (README, Deployment)",
+            "lost in a failover (docs/operations/deployment.md)",
             extra={
                 "reason": state.reason,
                 "require_synchronous_replication": watch.require_synchronous,

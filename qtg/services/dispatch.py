@@ -137,7 +137,7 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
     runtime processes would, so one that fails does not cancel the others'
     submits (the first failure is raised once all have finished). The
     default is 1 unit of MG_NODE_DISPATCH_BATCH_SIZE (16) nodes; the
-    reference's serial dispatcher is concurrency 1 with batch size 1 (README,
+    reference's serial dispatcher is concurrency 1 with batch size 1 (docs/engine.md,
     "The default dispatcher and observer"). Returns how many nodes were
     dispatched.
     """

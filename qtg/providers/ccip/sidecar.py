@@ -9,7 +9,7 @@ implementations:
   simulator, whose `configuration()` also names the live router) and, with a
   TokenAdminRegistry configured, each token's `getPool(token)`;
 - `HttpSidecarClient` asks a sidecar over HTTP — `GET <url>/lanes/<name>` answers
-  the JSON of README's "CCIP sidecar contract" — so a deployment running
+  the JSON of the "CCIP sidecar contract" (docs/providers/ccip.md) — so a deployment running
   Chainlink's own tooling beside qtg can plug it in.
 """
 
