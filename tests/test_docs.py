@@ -107,3 +107,11 @@ def test_no_issue_numbers_in_user_facing_text() -> None:
         if pattern.search(line)
     ]
     assert not found, found
+
+
+def test_readme_links_reach_docs_pages() -> None:
+    """README.md is outside the site (mkdocs does not check it): its links must exist."""
+    links = re.findall(r"\]\(([^)#\s]+)", README.read_text())
+    assert len(links) > 20
+    missing = [link for link in links if "://" not in link and not (REPO / link).exists()]
+    assert not missing, missing
