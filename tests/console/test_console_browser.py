@@ -64,7 +64,7 @@ def create_movement(runtime: Runtime, who: str = "alice", template: str = DEMO) 
 
 
 def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime) -> None:
-    # Drawn at 3/4 scale: its screenshot is the README's (docs/console-movement.png).
+    # Drawn at 3/4 scale: its screenshot is the console page's (docs/console-movement.png).
     alice = sign_in(chromium, runtime, "alice", scale=0.75)
     urls: list[str] = []
     alice.on("request", lambda r: urls.append(r.url))
