@@ -34,8 +34,6 @@ ALLOWED: dict[str, frozenset[str]] = {
 #: (importing module, imported module): upward imports from before the rule.
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
-        # Settings, as a type of the notification rules' arguments (a Protocol is due)
-        ("qtg.domain.attention", "qtg.config"),
         # the nonce and send-intent stores the executors need belong with the providers
         ("qtg.providers.ccip.executor", "qtg.services"),
         ("qtg.providers.cctp.executor", "qtg.services"),

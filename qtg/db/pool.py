@@ -115,7 +115,7 @@ def session_params(dsn: str) -> dict[str, Any]:
     try:
         named = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
-        named = {}  # unparsable: connecting reports it, naming the setting (launcher._open)
+        named = {}  # unparsable: connecting reports it, naming the setting (runtime open_pool)
     if "target_session_attrs" not in named:
         params["target_session_attrs"] = "read-write"
     return params

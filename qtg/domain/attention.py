@@ -13,11 +13,41 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-if TYPE_CHECKING:
-    from qtg.config import Settings
+
+class Settings(Protocol):
+    """The settings these rules read (qtg.config.Settings has them): a Protocol, so
+    the pure rules do not import the configuration layer above them."""
+
+    @property
+    def workers_enabled(self) -> bool: ...
+    @property
+    def notify_enabled(self) -> bool: ...
+    @property
+    def notify_webhook_url(self) -> str | None: ...
+    @property
+    def notify_webhook_severities(self) -> str: ...
+    @property
+    def notify_email_to(self) -> str: ...
+    @property
+    def notify_email_from(self) -> str: ...
+    @property
+    def notify_email_severities(self) -> str: ...
+    @property
+    def notify_smtp_port(self) -> int: ...
+    @property
+    def notify_smtp_starttls(self) -> bool: ...
+    @property
+    def notify_smtp_username(self) -> str | None: ...
+    @property
+    def notify_smtp_password(self) -> str | None: ...
+    @property
+    def capital_transfer_routes(self) -> str: ...
+    @property
+    def callback_allowed_hosts(self) -> str: ...
+
 
 #: Lowest to highest.
 SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")

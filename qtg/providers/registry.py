@@ -70,7 +70,7 @@ class ProviderRegistry:
         self.balance_fetcher_registry = BalanceFetcherRegistry()
         self.cex_client_registry = CexClientRegistry()
         # What this process can do beyond executing (reference "Always-on vs
-        # conditional"): a provider adds e.g. "evm_rpc"; launcher.py passes it to
+        # conditional"): a provider adds e.g. "evm_rpc"; runtime/assembly.py passes it to
         # resolve_workers so the workers that need it are registered.
         self.capabilities: set[str] = set()
         # The evm provider's JSON-RPC clients by chain id, for evm_nonce_reaper.

@@ -203,13 +203,13 @@ async def test_seed_demo_says_the_templates_exist_instead_of_logging_an_empty_li
 ) -> None:
     from types import SimpleNamespace
 
-    from qtg.runtime import launcher
+    from qtg.runtime import assembly
     from qtg.runtime.demo import DEMO_TEMPLATES
 
     keys = [t["template_key"] for t in DEMO_TEMPLATES]
     caplog.set_level("INFO", logger="qtg.runtime")
     for _ in range(2):
-        await launcher._seed_demo(SimpleNamespace(db=db))  # type: ignore[arg-type]
+        await assembly.seed_demo(SimpleNamespace(db=db))  # type: ignore[arg-type]
     seeded = [(r.getMessage(), r.templates) for r in caplog.records if hasattr(r, "templates")]
     assert seeded == [
         ("demo templates registered", keys),

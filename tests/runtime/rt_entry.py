@@ -17,7 +17,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from qtg.runtime import launcher
+from qtg.runtime import assembly, launcher
 from qtg.runtime.registry import LoadedWorker, WorkerSpec
 from qtg.runtime.supervision import WorkerFn
 
@@ -31,8 +31,8 @@ ALL = {
 }
 
 
-def worker_factory(worker: LoadedWorker, runtime: launcher.Runtime) -> WorkerFn:
-    inner = launcher.build_worker(worker, runtime)
+def worker_factory(worker: LoadedWorker, runtime: assembly.Runtime) -> WorkerFn:
+    inner = assembly.build_worker(worker, runtime)
     if not worker.resolved.name.endswith("_crasher"):
         return inner
     trigger = trio.Path(os.environ["RT_CRASH_FILE"])

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from qtg.db import Database, Query
-from qtg.runtime.launcher import warn_if_autovacuum_off
+from qtg.runtime.database import warn_if_autovacuum_off
 
 AUTOVACUUM = Query("tests/autovacuum", "SELECT current_setting('autovacuum')::boolean")
 

@@ -187,11 +187,11 @@ def test_a_default_start_says_once_at_info_what_it_skipped(caplog) -> None:
     """Workers on only by default that cannot run here: one info line, no warnings."""
     import logging
 
-    from qtg.runtime import launcher
+    from qtg.runtime import assembly
 
     caplog.set_level(logging.INFO, logger="qtg.runtime")
     workers = resolve_workers(Settings.from_env({}))
-    launcher._log_worker_set(workers, env={})
+    assembly.log_worker_set(workers, env={})
     records = [r for r in caplog.records if r.name == "qtg.runtime"]
     assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
     [summary] = [r for r in records if hasattr(r, "skipped")]
@@ -204,11 +204,11 @@ def test_a_default_start_says_once_at_info_what_it_skipped(caplog) -> None:
 def test_a_worker_the_operator_turned_on_but_cannot_run_is_a_warning(caplog) -> None:
     import logging
 
-    from qtg.runtime import launcher
+    from qtg.runtime import assembly
 
     env = {"MG_EVM_NONCE_REAPER_ENABLED": "true"}
     caplog.set_level(logging.INFO, logger="qtg.runtime")
-    launcher._log_worker_set(resolve_workers(Settings.from_env(env)), env=env)
+    assembly.log_worker_set(resolve_workers(Settings.from_env(env)), env=env)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.worker for r in warnings] == ["evm_nonce_reaper"]
     # nothing else on by default is skipped (ccip_stranded_reaper runs anywhere): no summary
