@@ -1,0 +1,136 @@
+"""The chain fault harness (issue 24 item 9) for CCIP sends on Chainlink Local: the
+machinery of tests/evm/harness.py (FaultProxy in front of anvil, the mempool peer that
+drops our pending transactions and gossips their bytes back, interval mining, the
+outage window) under `ccip_send` → `ccip_delivery` movements run by real runtimes, one
+of them killed -9 at a crash point of the CCIP executor.
+
+The verdict, from the chain: the receiver holds exactly the sum of the intents; the
+router executed exactly one message per movement, each the message of that movement's
+one successful send intent (every other intent's transaction never landed); every
+movement COMPLETED within the bound; nothing of ours is left in the mempool.
+
+CI runs two seeded runs (one per crash point); the soak (QTG_FAULT_SOAK=1, see
+tests/evm/test_fault_harness.py) runs more movements, harsher read faults and eight
+seeds alternating the crash points.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from decimal import Decimal
+
+import pytest
+from evm.anvil import ADDRESSES, CHAIN_ID, token_balance
+from evm.harness import (
+    BASE_SEED,
+    BOUND_SECONDS,
+    ENV,
+    SOAK,
+    MempoolPeer,
+    fault_counts,
+    interval_mining,
+    pool_drained,
+    proxies_for,
+    settled,
+    start_outage,
+    url_list,
+)
+from runtime.rt_procs import query, wait_until
+
+from ccip.flow import intents, launch, seed
+from ccip.local import set_up
+from qtg.domain.ccip import MESSAGE_EXECUTED
+
+pytestmark = pytest.mark.slow
+
+WEI = 10**18
+#: movements per run (each at most 0.25 CCIP-BnM: three drips cover the soak's)
+MOVEMENTS = 10 if SOAK else 6
+
+
+def run_ccip_harness(anvil, dsn: str, procs: list, run_seed: int, *, crash_at: str) -> None:
+    rng = random.Random(run_seed)
+    local = set_up(anvil, drips=3)
+    held = token_balance(anvil, local.bnm, ADDRESSES[0])
+    proxies = proxies_for(anvil, rng, 1)
+    amounts = [str(Decimal(rng.randint(1, 250)) / 1000) for _ in range(MOVEMENTS)]
+    peer = MempoolPeer(anvil.url, proxies, random.Random(rng.randrange(2**32)))
+    env = {**ENV, "MG_EVM_RPC_URLS": f"{CHAIN_ID}={url_list(proxies)}"}
+    started = time.monotonic()
+    try:
+        with interval_mining(anvil):
+            # the first runtime dies (kill -9) at the crash point of its first send
+            doomed = launch(procs, dsn, anvil, local, QTG_TEST_CRASH_AT=crash_at, **env)
+            doomed.wait_ready()
+            ids = seed(dsn, local, amounts, batch=f"harness-{run_seed}")
+            assert doomed.wait_exit(60) == -9, doomed.log()
+            # sends complete within seconds: the peer and the outage start before the
+            # survivors do, so they meet the recovery and the first sends
+            peer.start()
+            start_outage(rng, proxies)
+            launch(procs, dsn, anvil, local, **env).wait_ready()
+            launch(procs, dsn, anvil, local, **env).wait_ready()  # two on one signer
+            states = wait_until(
+                lambda: settled(dsn, ids),
+                BOUND_SECONDS,
+                f"every ccip movement to settle (seed {run_seed})",
+            )
+            elapsed = time.monotonic() - started
+            wait_until(lambda: pool_drained(anvil), 30, "nothing of ours left in the mempool")
+    finally:
+        peer.stop()
+        for proxy in proxies:
+            proxy.close()
+    why = query(
+        dsn,
+        "SELECT request_id::text, node_key, node_state, error_code, error_detail"
+        " FROM movement_request_nodes WHERE request_id = ANY(%s::uuid[])"
+        " AND node_state <> 'COMPLETED'",
+        (ids,),
+    )
+    rows = intents(dsn)
+    counts = fault_counts(proxies)
+    context = (
+        f"seed {run_seed}, crash {crash_at}, {elapsed:.0f} s, faults {counts},"
+        f" peer dropped {peer.dropped} regossiped {peer.regossiped},"
+        f" intents {[(r[0], r[3]) for r in rows]}: {why}"
+    )
+    # judged by the chain
+    want = sum(int(Decimal(a) * WEI) for a in amounts)
+    got = token_balance(anvil, local.bnm, local.receiver)
+    assert got == want, f"the receiver holds {got}, intents sum to {want}; {context}"
+    executed = anvil.call(
+        "eth_getLogs", {"address": local.router, "topics": [MESSAGE_EXECUTED], "fromBlock": "0x0"}
+    )
+    assert len(executed) == MOVEMENTS, f"{len(executed)} ccipSends executed; {context}"
+    # each movement's one successful intent is one executed ccipSend (by transaction: the
+    # local router's message id hashes the message alone, so equal amounts share one);
+    # every other intent's transaction never reached the chain
+    succeeded = {r[1]: r[2] for r in rows if r[0] == "success"}
+    assert len(succeeded) == MOVEMENTS, context
+    by_tx = Counter(log["transactionHash"].lower() for log in executed)
+    assert set(by_tx) == set(succeeded) and set(by_tx.values()) == {1}, f"{by_tx}; {context}"
+    for log in executed:  # and its message is the one the intent recorded
+        assert log["data"][2:66] == succeeded[log["transactionHash"].lower()][2:], context
+    for state, tx_hash, *_ in rows:
+        if state != "success":
+            assert tx_hash is None or anvil.call("eth_getTransactionReceipt", tx_hash) is None, (
+                f"a {state} intent's ccipSend {tx_hash} landed; {context}"
+            )
+    assert set(states.values()) == {"COMPLETED"}, f"{states}; {context}"
+    assert token_balance(anvil, local.bnm, ADDRESSES[0]) == held - want, context
+    assert counts["outage"] > 0 and sum(counts.values()) > counts["outage"], context
+    print(context)  # what the run went through (pytest -s, or -rP)
+
+
+CRASH_POINTS = ["before_broadcast", "after_broadcast"]
+
+
+@pytest.mark.parametrize(
+    ("run_seed", "crash_at"),
+    [(BASE_SEED + 300 + i, CRASH_POINTS[i % 2]) for i in range(8 if SOAK else 2)],
+)
+def test_ccip_sends_under_faults_deliver_each_movement_once(anvil, dsn, procs, run_seed, crash_at):
+    run_ccip_harness(anvil, dsn, procs, run_seed, crash_at=crash_at)
