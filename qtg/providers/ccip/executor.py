@@ -450,9 +450,15 @@ class CcipExecutor:
             await intents.move(
                 self._db, intent["id"], S.RELEASED, (S.PENDING,), state_detail="nonce taken back"
             )
-            raise SubmitRejected(
-                "a nonce of this send was taken back before the broadcast",
+            # Nothing was sent and nothing is wrong with the send: a new attempt (new
+            # nonces) after a short wait, not a FAILED movement — as the evm executor does
+            # (found by the fault harness: a prepare slowed by RPC faults past
+            # MG_EVM_NONCE_RESERVATION_STALE_SECONDS lost its nonce and FAILED)
+            raise RetryLater(
+                "a nonce of this send was taken back before the broadcast; a new attempt"
+                " follows",
                 code="CCIP_NONCE_RECLAIMED",
+                retry_after_seconds=1.0,
             )
         refs = _refs(lane, chain_id, tx_hash, tx["from"], nonce, intent["id"])
         if approvals:
