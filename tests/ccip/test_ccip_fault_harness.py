@@ -105,20 +105,42 @@ def run_ccip_harness(anvil, dsn: str, procs: list, run_seed: int, *, crash_at: s
         "eth_getLogs", {"address": local.router, "topics": [MESSAGE_EXECUTED], "fromBlock": "0x0"}
     )
     assert len(executed) == MOVEMENTS, f"{len(executed)} ccipSends executed; {context}"
-    # each movement's one successful intent is one executed ccipSend (by transaction: the
-    # local router's message id hashes the message alone, so equal amounts share one);
-    # every other intent's transaction never reached the chain
-    succeeded = {r[1]: r[2] for r in rows if r[0] == "success"}
+    # each movement's one successful intent is one executed ccipSend: its kept bytes or a
+    # fee-bumped replacement of them at its nonce (matched by transaction: the local
+    # router's message id hashes the message alone, so equal amounts share one); every
+    # other intent's transaction, and every replacement of it, never reached the chain
+    attempt_of = {
+        tx_hash: (node, attempt)
+        for tx_hash, node, attempt in query(
+            dsn, "SELECT tx_hash, request_node_id, attempt_no FROM evm_signed_transactions"
+        )
+    }
+    succeeded = {
+        (node, attempt): message_id
+        for node, attempt, message_id in query(
+            dsn,
+            "SELECT request_node_id::text, attempt_no, message_id FROM ccip_send_intents"
+            " WHERE state = 'success'",
+        )
+    }
     assert len(succeeded) == MOVEMENTS, context
-    by_tx = Counter(log["transactionHash"].lower() for log in executed)
-    assert set(by_tx) == set(succeeded) and set(by_tx.values()) == {1}, f"{by_tx}; {context}"
+    by_attempt = Counter(attempt_of.get(log["transactionHash"].lower()) for log in executed)
+    assert set(by_attempt) == set(succeeded) and set(by_attempt.values()) == {1}, (
+        f"{by_attempt}; {context}"
+    )
     for log in executed:  # and its message is the one the intent recorded
-        assert log["data"][2:66] == succeeded[log["transactionHash"].lower()][2:], context
-    for state, tx_hash, *_ in rows:
-        if state != "success":
-            assert tx_hash is None or anvil.call("eth_getTransactionReceipt", tx_hash) is None, (
-                f"a {state} intent's ccipSend {tx_hash} landed; {context}"
-            )
+        message_id = succeeded[attempt_of[log["transactionHash"].lower()]]
+        assert log["data"][2:66] == message_id[2:], context
+    released = query(
+        dsn,
+        "SELECT s.tx_hash FROM ccip_send_intents i JOIN evm_signed_transactions s"
+        " ON s.request_node_id = i.request_node_id::text AND s.attempt_no = i.attempt_no"
+        " WHERE i.state <> 'success'",
+    )
+    for (tx_hash,) in released:
+        assert anvil.call("eth_getTransactionReceipt", tx_hash) is None, (
+            f"a ccipSend {tx_hash} of an intent that did not succeed landed; {context}"
+        )
     assert set(states.values()) == {"COMPLETED"}, f"{states}; {context}"
     assert token_balance(anvil, local.bnm, ADDRESSES[0]) == held - want, context
     assert counts["outage"] > 0 and sum(counts.values()) > counts["outage"], context
