@@ -4,10 +4,11 @@ drops our pending transactions and gossips their bytes back, interval mining, th
 outage window) under `ccip_send` → `ccip_delivery` movements run by real runtimes, one
 of them killed -9 at a crash point of the CCIP executor.
 
-The verdict, from the chain: the receiver holds exactly the sum of the intents; the
-router executed exactly one message per movement, each the message of that movement's
-one successful send intent (every other intent's transaction never landed); every
-movement COMPLETED within the bound; nothing of ours is left in the mempool.
+The verdict, from the chain, money first: the receiver holds exactly the sum of the
+COMPLETED movements' intents; the router executed exactly one ccipSend per COMPLETED
+movement, that movement's one successful send intent (its bytes or a replacement of
+them); every other intent's transaction never landed or reverted; nothing of ours is
+left in the mempool. Then liveness: every movement COMPLETED within the bound.
 
 CI runs two seeded runs (one per crash point); the soak (QTG_FAULT_SOAK=1, see
 tests/evm/test_fault_harness.py) runs more movements, harsher read faults and eight
@@ -97,18 +98,23 @@ def run_ccip_harness(anvil, dsn: str, procs: list, run_seed: int, *, crash_at: s
         f" peer dropped {peer.dropped} regossiped {peer.regossiped},"
         f" intents {[(r[0], r[3]) for r in rows]}: {why}"
     )
-    # judged by the chain
-    want = sum(int(Decimal(a) * WEI) for a in amounts)
+    # judged by the chain. Money first: the receiver holds exactly the COMPLETED movements'
+    # intents, the router executed one ccipSend per COMPLETED movement, and no other
+    # attempt's bytes (or their replacements) landed: a movement that is not COMPLETED
+    # moved nothing. Then liveness: every movement COMPLETED within the bound.
+    completed = [rid for rid in ids if states[rid] == "COMPLETED"]
+    want = sum(
+        int(Decimal(a) * WEI) for rid, a in zip(ids, amounts, strict=True) if rid in completed
+    )
     got = token_balance(anvil, local.bnm, local.receiver)
-    assert got == want, f"the receiver holds {got}, intents sum to {want}; {context}"
+    assert got == want, f"the receiver holds {got}, COMPLETED intents sum to {want}; {context}"
     executed = anvil.call(
         "eth_getLogs", {"address": local.router, "topics": [MESSAGE_EXECUTED], "fromBlock": "0x0"}
     )
-    assert len(executed) == MOVEMENTS, f"{len(executed)} ccipSends executed; {context}"
-    # each movement's one successful intent is one executed ccipSend: its kept bytes or a
-    # fee-bumped replacement of them at its nonce (matched by transaction: the local
-    # router's message id hashes the message alone, so equal amounts share one); every
-    # other intent's transaction, and every replacement of it, never reached the chain
+    assert len(executed) == len(completed), f"{len(executed)} ccipSends executed; {context}"
+    # each COMPLETED movement's one successful intent is one executed ccipSend: its kept
+    # bytes or a fee-bumped replacement of them at its nonce (matched by transaction: the
+    # local router's message id hashes the message alone, so equal amounts share one)
     attempt_of = {
         tx_hash: (node, attempt)
         for tx_hash, node, attempt in query(
@@ -123,26 +129,27 @@ def run_ccip_harness(anvil, dsn: str, procs: list, run_seed: int, *, crash_at: s
             " WHERE state = 'success'",
         )
     }
-    assert len(succeeded) == MOVEMENTS, context
+    assert len(succeeded) == len(completed), context
     by_attempt = Counter(attempt_of.get(log["transactionHash"].lower()) for log in executed)
-    assert set(by_attempt) == set(succeeded) and set(by_attempt.values()) == {1}, (
+    assert set(by_attempt) == set(succeeded) and set(by_attempt.values()) <= {1}, (
         f"{by_attempt}; {context}"
     )
     for log in executed:  # and its message is the one the intent recorded
         message_id = succeeded[attempt_of[log["transactionHash"].lower()]]
         assert log["data"][2:66] == message_id[2:], context
-    released = query(
+    others = query(
         dsn,
         "SELECT s.tx_hash FROM ccip_send_intents i JOIN evm_signed_transactions s"
         " ON s.request_node_id = i.request_node_id::text AND s.attempt_no = i.attempt_no"
         " WHERE i.state <> 'success'",
     )
-    for (tx_hash,) in released:
-        assert anvil.call("eth_getTransactionReceipt", tx_hash) is None, (
+    for (tx_hash,) in others:  # released or reverted: nothing of theirs moved money
+        receipt = anvil.call("eth_getTransactionReceipt", tx_hash)
+        assert receipt is None or receipt["status"] == "0x0", (
             f"a ccipSend {tx_hash} of an intent that did not succeed landed; {context}"
         )
-    assert set(states.values()) == {"COMPLETED"}, f"{states}; {context}"
     assert token_balance(anvil, local.bnm, ADDRESSES[0]) == held - want, context
+    assert set(states.values()) == {"COMPLETED"}, f"{states}; {context}"
     assert counts["outage"] > 0 and sum(counts.values()) > counts["outage"], context
     print(context)  # what the run went through (pytest -s, or -rP)
 
