@@ -455,8 +455,7 @@ class CcipExecutor:
             # (found by the fault harness: a prepare slowed by RPC faults past
             # MG_EVM_NONCE_RESERVATION_STALE_SECONDS lost its nonce and FAILED)
             raise RetryLater(
-                "a nonce of this send was taken back before the broadcast; a new attempt"
-                " follows",
+                "a nonce of this send was taken back before the broadcast; a new attempt follows",
                 code="CCIP_NONCE_RECLAIMED",
                 retry_after_seconds=1.0,
             )
