@@ -149,9 +149,27 @@ def run_ccip_harness(anvil, dsn: str, procs: list, run_seed: int, *, crash_at: s
             f"a ccipSend {tx_hash} of an intent that did not succeed landed; {context}"
         )
     assert token_balance(anvil, local.bnm, ADDRESSES[0]) == held - want, context
-    assert set(states.values()) == {"COMPLETED"}, f"{states}; {context}"
+    assert set(states.values()) == {"COMPLETED"}, f"{states}; {stuck(anvil, dsn)}; {context}"
     assert counts["outage"] > 0 and sum(counts.values()) > counts["outage"], context
     print(context)  # what the run went through (pytest -s, or -rP)
+
+
+def stuck(anvil, dsn: str) -> list[tuple]:
+    """What the chain did with each signed transaction of a send node that did not
+    complete (raises and sends, by nonce): for a liveness failure's message."""
+    rows = query(
+        dsn,
+        "SELECT s.nonce, s.kind, s.request_node_id, s.attempt_no, s.tx_hash"
+        " FROM evm_signed_transactions s JOIN movement_request_nodes n"
+        " ON s.request_node_id LIKE n.id::text || '%%'"
+        " WHERE n.node_key = 'send' AND n.node_state <> 'COMPLETED' ORDER BY s.nonce, s.id",
+    )
+    out = []
+    for nonce, kind, node, attempt, tx_hash in rows:
+        receipt = anvil.call("eth_getTransactionReceipt", tx_hash)
+        status = receipt and (receipt["status"], int(receipt["blockNumber"], 16))
+        out.append((nonce, kind, node[-20:], attempt, status))
+    return out
 
 
 CRASH_POINTS = ["before_broadcast", "after_broadcast"]
