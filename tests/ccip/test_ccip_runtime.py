@@ -181,3 +181,66 @@ def test_sends_prepared_side_by_side_each_raise_their_own_allowance(anvil, dsn, 
         assert tx_hash is None or anvil.call("eth_getTransactionReceipt", tx_hash) is None
     assert ccip_send_count(anvil, local.router) == 3
     assert token_balance(anvil, local.bnm, local.receiver) == 3 * WEI // 5
+
+
+def allowance_slot(anvil, token: str, owner: str, spender: str) -> str:
+    """The storage slot of token.allowance(owner, spender), found by probing the usual
+    mapping positions (writing a marker and reading allowance() back)."""
+    from eth_utils import keccak
+
+    from qtg.domain.ccip import allowance_data
+
+    def allowance() -> int:
+        return int(
+            anvil.call("eth_call", {"to": token, "data": allowance_data(owner, spender)}, "latest"),
+            16,
+        )
+
+    for position in range(12):
+        inner = keccak(bytes.fromhex(owner[2:].lower().rjust(64, "0") + f"{position:064x}"))
+        slot = "0x" + keccak(bytes.fromhex(spender[2:].lower().rjust(64, "0")) + inner).hex()
+        before = anvil.call("eth_getStorageAt", token, slot, "latest")
+        anvil.call("anvil_setStorageAt", token, slot, "0x" + f"{12345:064x}")
+        if allowance() == 12345:
+            anvil.call("anvil_setStorageAt", token, slot, "0x" + before[2:].rjust(64, "0"))
+            return slot
+        anvil.call("anvil_setStorageAt", token, slot, "0x" + before[2:].rjust(64, "0"))
+    raise AssertionError("allowance() is in none of the probed slots")
+
+
+def test_a_raise_estimated_on_an_unspent_allowance_still_lands_once_it_is_spent(anvil, dsn, procs):
+    """Found by the fault harness: a raise estimated while an earlier send's allowance is
+    unspent (a cheap non-zero write) was mined after that send spent it to zero (a fresh
+    slot, ~17,100 gas more): out of gas, and its ccipSend reverted (FAILED, no money
+    moved, but a movement lost to timing). The raise carries headroom for it now."""
+    from qtg.domain.ccip import allowance_data
+
+    local = set_up(anvil)
+    slot = allowance_slot(anvil, local.bnm, ADDRESSES[0], local.router)
+    word = "0x" + f"{10**17:064x}"
+    anvil.call("anvil_setStorageAt", local.bnm, slot, word)  # an earlier send's, unspent
+    anvil.call("evm_setAutomine", False)
+    try:
+        launch(procs, dsn, anvil, local).wait_ready()
+        ids = seed(dsn, local, ["0.5"], batch="headroom")
+        signed = "SELECT tx_hash FROM evm_signed_transactions ORDER BY nonce"
+        wait_until(
+            lambda: (
+                len(rows := query(dsn, signed)) == 2
+                and all(anvil.call("eth_getTransactionByHash", h) for (h,) in rows)
+            ),
+            30,
+            "the raise and the send in the mempool",
+        )
+        # the earlier send is mined first and spends its allowance to zero
+        anvil.call("anvil_setStorageAt", local.bnm, slot, "0x" + "0" * 64)
+        data = allowance_data(ADDRESSES[0], local.router)
+        assert int(anvil.call("eth_call", {"to": local.bnm, "data": data}, "latest"), 16) == 0
+        anvil.call("evm_setAutomine", True)
+        anvil.call("evm_mine")
+        wait_until(lambda: all_completed(dsn, ids), 60, "the send to complete")
+    finally:
+        anvil.call("evm_setAutomine", True)
+    assert [(r[0], r[3]) for r in intents(dsn)] == [("success", 1)]
+    assert ccip_send_count(anvil, local.router) == 1
+    assert token_balance(anvil, local.bnm, local.receiver) == WEI // 2

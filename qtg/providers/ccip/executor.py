@@ -87,6 +87,12 @@ DEFAULT_GAS_LIMIT = 200_000
 DEFAULT_SEND_GAS = 400_000
 #: An allowance this large is a standing approval: nothing to raise.
 UNLIMITED_ALLOWANCE = 2**255
+#: Gas added to an allowance raise's estimate. The estimate prices the allowance as it
+#: is when prepared; a raise estimated while an earlier send's allowance is still unspent
+#: (a cheap non-zero → non-zero write) may be mined after that send spent it to zero,
+#: and then writes a fresh slot (about 17,100 gas more): without this it runs out of
+#: gas and its ccipSend reverts for want of allowance (found by the fault harness).
+ALLOWANCE_RAISE_HEADROOM_GAS = 20_000
 
 S = IntentState
 
@@ -232,7 +238,9 @@ class CcipExecutor:
                 attempt_no=ctx.attempt_no,
                 chain_floor=await rpc.nonce(owner, "pending"),
             )
-            raise_tx = await self._tx(rpc, lane.chain_id, call, nonce)
+            raise_tx = await self._tx(
+                rpc, lane.chain_id, call, nonce, headroom=ALLOWANCE_RAISE_HEADROOM_GAS
+            )
             raw = await self._sign(raise_tx)
             tx_hash = raw_tx_hash(raw)
             out.append(
@@ -241,11 +249,20 @@ class CcipExecutor:
         return out
 
     async def _tx(
-        self, rpc: EvmRpc, chain_id: int, call: dict, nonce: int, *, gas: int | None = None
+        self,
+        rpc: EvmRpc,
+        chain_id: int,
+        call: dict,
+        nonce: int,
+        *,
+        gas: int | None = None,
+        headroom: int = 0,
     ) -> dict[str, Any]:
         if gas is None:
             estimate = int(await rpc.call("eth_estimateGas", call), 16)
-            gas = estimate + estimate // 5  # the router's delivery path varies a little
+            # the router's delivery path varies a little; `headroom` is for state that
+            # may change between the estimate and the mining (ALLOWANCE_RAISE_HEADROOM_GAS)
+            gas = estimate + estimate // 5 + headroom
         max_fee, tip = await self._judge.fees(chain_id)  # RetryLater above MG_EVM_FEE_CAPS
         return {
             "from": call["from"],
@@ -433,9 +450,14 @@ class CcipExecutor:
             await intents.move(
                 self._db, intent["id"], S.RELEASED, (S.PENDING,), state_detail="nonce taken back"
             )
-            raise SubmitRejected(
-                "a nonce of this send was taken back before the broadcast",
+            # Nothing was sent and nothing is wrong with the send: a new attempt (new
+            # nonces) after a short wait, not a FAILED movement — as the evm executor does
+            # (found by the fault harness: a prepare slowed by RPC faults past
+            # MG_EVM_NONCE_RESERVATION_STALE_SECONDS lost its nonce and FAILED)
+            raise RetryLater(
+                "a nonce of this send was taken back before the broadcast; a new attempt follows",
                 code="CCIP_NONCE_RECLAIMED",
+                retry_after_seconds=1.0,
             )
         refs = _refs(lane, chain_id, tx_hash, tx["from"], nonce, intent["id"])
         if approvals:
