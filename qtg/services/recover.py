@@ -157,7 +157,9 @@ async def _recover_one(ctx: ServiceContext, node_id: Any, grace_seconds: float) 
         elif result.outcome == RecoverOutcome.COMPLETED:
             await progress.complete_node(tx, snap, node, result.provider_refs, result.artifacts)
         elif result.outcome == RecoverOutcome.NOT_SUBMITTED and may_attempt_again(
-            node["attempt_no"], settings.node_max_attempts
+            # attempts given back untouched (lane stops, RetryLater) do not count
+            node["attempt_no"] - int(node.get("unsent_attempts") or 0),
+            settings.node_max_attempts,
         ):
             log.info(
                 "attempt never happened; node READY for a new attempt",

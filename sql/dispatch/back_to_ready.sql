@@ -9,6 +9,7 @@ SET node_state = 'READY',
     error_code = %(error_code)s,
     error_detail = %(error_detail)s,
     started_at = NULL,
+    unsent_attempts = unsent_attempts + 1,  -- no attempt at the money (migration 0027)
     dispatch_not_before = CASE WHEN %(wait_seconds)s > 0
                                THEN clock_timestamp() + make_interval(secs => %(wait_seconds)s)
                           END

@@ -3,6 +3,7 @@
 SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state, n.attempt_no,
        n.idempotency_key, n.started_at, n.next_observe_at, n.observe_count,
        n.provider_refs, n.artifacts, n.error_code, n.recover_attempts, n.transient_tries,
+       n.unsent_attempts,
        p.id AS plan_node_id, p.executor_key, p.config, p.timeout_policy, p.position,
        coalesce((SELECT array_agg(f.node_key ORDER BY f.position)
                  FROM plan_edges e JOIN plan_nodes f ON f.id = e.from_node_id

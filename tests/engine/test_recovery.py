@@ -122,6 +122,36 @@ async def test_a_never_submitted_node_fails_once_its_attempts_are_used_up(
     assert await svc.db.fetch(Q["submissions"]) == []
 
 
+async def test_attempts_given_back_untouched_do_not_use_up_the_budget(
+    svc: ServiceContext,
+) -> None:
+    """Issue 24 item 5: two attempts sent back to READY unsubmitted (a lane stop, the
+    dispatcher's own back_to_ready) and a third stranded by a crash: recovery proves
+    the third never happened, and with MG_NODE_MAX_ATTEMPTS=2 the node goes on — only
+    one attempt ever could have reached the provider. It was FAILED (3 >= 2) before."""
+    from qtg.services.dispatch import LANE_STOPPED, _back_to_ready
+
+    await template(svc, "one", [node("withdraw", "cex_withdrawal")], [])
+    m = await movement(svc, "one")
+    for _ in range(2):
+        sub = await write_ahead_only(svc)
+        async with svc.db.transaction() as tx:
+            await _back_to_ready(svc, tx, [sub], LANE_STOPPED, "lane stopped (test)", 0.0)
+    await write_ahead_only(svc)  # attempt 3, then the process "dies"
+    row = await svc.db.fetchrow(Q["node"], {"rid": m["id"], "key": "withdraw"})
+    assert (row["node_state"], row["attempt_no"]) == ("SUBMITTING", 3)
+    impatient = with_settings(
+        svc, node_recovery_submitting_grace_seconds=0.001, node_max_attempts=2
+    )
+    assert await recover_unknown_nodes(impatient) == 1
+    again = await svc.db.fetchrow(Q["node"], {"rid": m["id"], "key": "withdraw"})
+    assert (again["node_state"], again["error_code"]) == ("READY", "NOT_SUBMITTED")
+    done = await drive(impatient, m["id"])
+    assert done["request_state"] == "COMPLETED"
+    subs = await svc.db.fetch(Q["submissions"])
+    assert [(s["attempt_no"], s["duplicate_submits"]) for s in subs] == [(4, 0)]
+
+
 async def test_stranded_submitting_node_whose_submit_happened_completes_once(
     svc: ServiceContext,
 ) -> None:
