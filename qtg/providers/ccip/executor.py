@@ -76,6 +76,7 @@ from qtg.providers.evm.outcome import (
 )
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.transactions import ALLOWANCE_RAISE_HEADROOM_GAS, contract_call_tx
 from qtg.services import ccip as intents
 from qtg.services import evm_nonces
 
@@ -87,12 +88,6 @@ DEFAULT_GAS_LIMIT = 200_000
 DEFAULT_SEND_GAS = 400_000
 #: An allowance this large is a standing approval: nothing to raise.
 UNLIMITED_ALLOWANCE = 2**255
-#: Gas added to an allowance raise's estimate. The estimate prices the allowance as it
-#: is when prepared; a raise estimated while an earlier send's allowance is still unspent
-#: (a cheap non-zero → non-zero write) may be mined after that send spent it to zero,
-#: and then writes a fresh slot (about 17,100 gas more): without this it runs out of
-#: gas and its ccipSend reverts for want of allowance (found by the fault harness).
-ALLOWANCE_RAISE_HEADROOM_GAS = 20_000
 
 S = IntentState
 
@@ -252,30 +247,15 @@ class CcipExecutor:
         self,
         rpc: EvmRpc,
         chain_id: int,
-        call: dict,
+        call: dict[str, Any],
         nonce: int,
         *,
         gas: int | None = None,
         headroom: int = 0,
     ) -> dict[str, Any]:
-        if gas is None:
-            estimate = int(await rpc.call("eth_estimateGas", call), 16)
-            # the router's delivery path varies a little; `headroom` is for state that
-            # may change between the estimate and the mining (ALLOWANCE_RAISE_HEADROOM_GAS)
-            gas = estimate + estimate // 5 + headroom
-        max_fee, tip = await self._judge.fees(chain_id)  # RetryLater above MG_EVM_FEE_CAPS
-        return {
-            "from": call["from"],
-            "to": call["to"],
-            "value": str(int(call["value"], 16)),
-            "data": call["data"],
-            "gas": str(gas),
-            "maxFeePerGas": str(max_fee),
-            "maxPriorityFeePerGas": str(tip),
-            "nonce": str(nonce),
-            "chainId": str(chain_id),
-            "type": 2,
-        }
+        return await contract_call_tx(
+            rpc, self._judge, chain_id, call, nonce, gas=gas, headroom=headroom
+        )
 
     # --------------------------------------------------------------- contract
     def check_intent(self, intent: Mapping[str, Any], node_config: Mapping[str, Any]) -> None:

@@ -69,6 +69,7 @@ from qtg.providers.evm.executor import crash_point
 from qtg.providers.evm.outcome import REBROADCAST_EVERY_SECONDS, ChainJudge, Look, raw_tx_hash
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.transactions import ALLOWANCE_RAISE_HEADROOM_GAS, contract_call_tx
 from qtg.services import evm_nonces
 
 EXECUTOR_KEY = "cctp"
@@ -171,24 +172,18 @@ class CctpExecutor:
         )
 
     async def _tx(
-        self, rpc: EvmRpc, chain_id: int, call: dict, nonce: int, *, gas: int | None
+        self,
+        rpc: EvmRpc,
+        chain_id: int,
+        call: dict[str, Any],
+        nonce: int,
+        *,
+        gas: int | None,
+        headroom: int = 0,
     ) -> dict[str, Any]:
-        if gas is None:
-            estimate = int(await rpc.call("eth_estimateGas", call), 16)
-            gas = estimate + estimate // 5
-        max_fee, tip = await self._judge.fees(chain_id)  # RetryLater above MG_EVM_FEE_CAPS
-        return {
-            "from": call["from"],
-            "to": call["to"],
-            "value": "0",
-            "data": call["data"],
-            "gas": str(gas),
-            "maxFeePerGas": str(max_fee),
-            "maxPriorityFeePerGas": str(tip),
-            "nonce": str(nonce),
-            "chainId": str(chain_id),
-            "type": 2,
-        }
+        return await contract_call_tx(
+            rpc, self._judge, chain_id, call, nonce, gas=gas, headroom=headroom
+        )
 
     async def _reserve(self, rpc: EvmRpc, chain_id: int, node_key: str, attempt: int) -> int:
         owner = self._signer.address
@@ -270,7 +265,9 @@ class CctpExecutor:
             nonce = await self._reserve(
                 rpc, source.chain_id, f"{ctx.request_node_id}:approve", ctx.attempt_no
             )
-            raise_tx = await self._tx(rpc, source.chain_id, call, nonce, gas=None)
+            raise_tx = await self._tx(
+                rpc, source.chain_id, call, nonce, gas=None, headroom=ALLOWANCE_RAISE_HEADROOM_GAS
+            )
             raw = await self._sign(raise_tx, "approve")
             approvals.append(
                 {"nonce": nonce, "raw": raw, "tx_hash": raw_tx_hash(raw), "tx": raise_tx}
