@@ -1,10 +1,8 @@
-"""CCIP send intents and ccip_stranded_reaper (issue 12, reference §11).
+"""ccip_stranded_reaper (issue 12, reference §11): the worker over CCIP send intents.
 
-A send intent (`ccip_send_intents`, migrations/0015_ccip.sql) is the
-write-ahead row of one ccipSend: committed before the broadcast with the lane,
-token, amount, fee, nonce and the signed transaction's hash, then moved on with
-the message id (`sent`) and the destination's execution state. Every move names
-the states it may leave, and the database refuses a transition it does not list.
+The intents themselves — the write-ahead row of one ccipSend and its moves — are
+the executor's store, qtg/providers/ccip/intents.py (the providers' floor); both
+use the queries in sql/ccip/.
 
 ccip_stranded_reaper: intents unresolved past MG_CCIP_SEND_INTENT_STRANDED_SECONDS
 are claimed FOR UPDATE SKIP LOCKED (with their node, so a node another worker
@@ -22,10 +20,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from qtg.db import Database, Tx, sql_family
+from qtg.db import Database, sql_family
 from qtg.domain.ccip import (
     Execution,
-    IntentState,
     Verdict,
     execution_from_block,
     execution_from_logs,
@@ -34,16 +31,13 @@ from qtg.domain.ccip import (
     parse_lanes,
     reap_verdict,
 )
+from qtg.providers.ccip.intents import DELIVERABLE, UNRESOLVED, S, move
+from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.rpc import RpcError, RpcUnavailable
-from qtg.services import evm_nonces, notifications
 from qtg.services.context import ServiceContext
 
 SQL = sql_family(
     "ccip",
-    "insert_intent",
-    "for_attempt",
-    "for_message",
-    "move",
     "claim_unresolved",
     "strand",
     "wake_recovery",
@@ -52,87 +46,7 @@ SQL = sql_family(
 
 log = logging.getLogger("qtg.services.ccip")
 
-S = IntentState
-UNRESOLVED = (S.PENDING, S.BROADCAST)
-#: an intent may take its message id from these states
-SENDABLE = (S.PENDING, S.BROADCAST, S.STRANDED)
-#: a sent message's execution may be recorded from these states
-DELIVERABLE = (S.SENT, S.STRANDED, S.MANUAL_EXECUTION_NEEDED)
 REAP_BATCH = 100
-
-
-async def write_intent(db: Database, **fields: Any) -> dict[str, Any]:
-    """The write-ahead row (committed on return); the existing one for a repeated key."""
-    async with db.transaction() as tx:
-        row = await tx.fetchrow(SQL.insert_intent, fields)
-    return dict(row)
-
-
-async def for_attempt(db: Database, *, request_node_id: str, attempt_no: int) -> dict | None:
-    async with db.transaction() as tx:
-        row = await tx.fetchrow(
-            SQL.for_attempt, {"request_node_id": request_node_id, "attempt_no": attempt_no}
-        )
-    return dict(row) if row is not None else None
-
-
-async def move(
-    db_or_tx: Database | Tx,
-    intent_id: int,
-    state: IntentState,
-    from_states: tuple[IntentState, ...],
-    **fields: Any,
-) -> bool:
-    """Move an intent to `state` if it is in one of `from_states`; True when this call did."""
-    args = {
-        "id": intent_id,
-        "state": state.value,
-        "from_states": [s.value for s in from_states],
-        "message_id": fields.get("message_id"),
-        "block_number": fields.get("block_number"),
-        "dest_tx_hash": fields.get("dest_tx_hash"),
-        "state_detail": fields.get("state_detail"),
-    }
-    if isinstance(db_or_tx, Tx):
-        return await _move(db_or_tx, intent_id, state, args)
-    async with db_or_tx.transaction() as tx:
-        return await _move(tx, intent_id, state, args)
-
-
-async def _move(tx: Tx, intent_id: int, state: IntentState, args: dict[str, Any]) -> bool:
-    if await tx.fetchrow(SQL.move, args) is None:
-        return False
-    if state is not S.STRANDED and S.STRANDED in args["from_states"]:
-        # it was (maybe) stranded and the chain has answered since: the page is over
-        await notifications.resolve_notification(tx, stranded_dedupe_key(intent_id))
-    return True
-
-
-def stranded_dedupe_key(intent_id: int) -> str:
-    """The notification of a stranded intent (sql/ccip/strand.sql raises it)."""
-    return f"ccip_stranded:{intent_id}"
-
-
-async def record_execution(
-    db: Database,
-    intent_id: int | None,
-    message_id: str,
-    execution: Execution,
-    dest_tx_hash: str | None,
-) -> None:
-    """The destination's execution state of a message, on its intent: the send's own
-    intent when the caller knows it (Chainlink Local's ids repeat for equal messages),
-    else the one carrying the message id."""
-    async with db.transaction() as tx:
-        if intent_id is None:
-            row = await tx.fetchrow(SQL.for_message, {"message_id": message_id})
-            if row is None:
-                return
-            intent_id = row["id"]
-        await move(
-            tx, intent_id, IntentState(execution.value), DELIVERABLE, dest_tx_hash=dest_tx_hash
-        )
-
 
 async def list_intents(db: Database, request_id: Any) -> list[dict[str, Any]]:
     async with db.transaction() as tx:

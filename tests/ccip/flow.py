@@ -11,7 +11,7 @@ from runtime.rt_procs import RuntimeProcess, base_env, query
 from ccip.local import LANE, SELECTOR, Local
 from qtg.config import Settings
 from qtg.db import Database
-from qtg.services import ccip as ccip_service
+from qtg.providers.ccip import intents as ccip_intents
 from qtg.services.movements import approve_movement, create_movement
 from qtg.services.templates import create_template
 
@@ -116,7 +116,7 @@ async def nodes(
 
 
 async def intent(db: Database, local, node_id: str, *, tx_hash: str, nonce: int, sender: str):
-    return await ccip_service.write_intent(
+    return await ccip_intents.write_intent(
         db,
         request_node_id=node_id,
         attempt_no=1,

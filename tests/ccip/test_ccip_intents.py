@@ -10,7 +10,7 @@ from ccip.flow import intent, nodes
 from ccip.local import Local
 from qtg.db import Database
 from qtg.domain.ccip import IntentState
-from qtg.services import ccip as intents
+from qtg.providers.ccip import intents
 
 ADDR = "0x" + "12" * 20
 MID = "0x" + "ab" * 32

@@ -19,8 +19,9 @@ from ccip.local import SELECTOR, send, set_up
 from qtg.config import Settings
 from qtg.db import Database
 from qtg.domain.ccip import IntentState, ccip_send_data, evm2any_message
+from qtg.providers.ccip import intents
 from qtg.providers.registry import build_registry
-from qtg.services import ccip as intents
+from qtg.services import ccip as reaping
 from qtg.services.context import ServiceContext
 
 EVENTS = (
@@ -56,11 +57,11 @@ async def test_nothing_on_chain_is_stranded_and_pages_once(anvil, dsn, db) -> No
         settings=settings.replace(ccip_send_intent_stranded_seconds=3600.0),
         providers=ctx.providers,
     )
-    assert await intents.reap_stranded_intents(young) == 0  # younger than the threshold
+    assert await reaping.reap_stranded_intents(young) == 0  # younger than the threshold
     assert query(dsn, "SELECT state FROM ccip_send_intents") == [("pending",)]
     try:
-        assert await intents.reap_stranded_intents(ctx) == 1
-        assert await intents.reap_stranded_intents(ctx) == 0  # stranded is out of its scan
+        assert await reaping.reap_stranded_intents(ctx) == 1
+        assert await reaping.reap_stranded_intents(ctx) == 0  # stranded is out of its scan
     finally:
         await ctx.providers.aclose()
     [(state, detail)] = query(dsn, "SELECT state, state_detail FROM ccip_send_intents")
@@ -96,7 +97,7 @@ async def test_the_chain_decides_sent_delivered_and_released(anvil, dsn, db, hub
     await intent(db, local, used_node, tx_hash=never_broadcast(), nonce=0, sender=ADDRESSES[0])
     woken = hub.subscribe("qtg_recover")  # released: node_recovery is woken
     try:
-        assert await intents.reap_stranded_intents(ctx) == 2
+        assert await reaping.reap_stranded_intents(ctx) == 2
     finally:
         await ctx.providers.aclose()
     with trio.fail_after(5):
@@ -117,7 +118,7 @@ async def test_two_reapers_at_once_never_process_one_intent_twice(
     anvil, dsn, db, monkeypatch
 ) -> None:
     local = set_up(anvil)
-    monkeypatch.setattr(intents, "REAP_BATCH", 15)  # several claims per reaper
+    monkeypatch.setattr(reaping, "REAP_BATCH", 15)  # several claims per reaper
     count = 45
     for node in await nodes(db, local, count):
         nonce = anvil.nonce(ADDRESSES[1])
@@ -129,7 +130,7 @@ async def test_two_reapers_at_once_never_process_one_intent_twice(
             settings = settings_for(dsn, anvil, local)
             ctx = ServiceContext(db=own, settings=settings, providers=build_registry(settings, own))
             try:
-                while (n := await intents.reap_stranded_intents(ctx)) > 0:
+                while (n := await reaping.reap_stranded_intents(ctx)) > 0:
                     done[name] += n
             finally:
                 await ctx.providers.aclose()
@@ -155,7 +156,7 @@ async def test_a_chain_that_does_not_answer_strands_the_intent(anvil, dsn, db) -
     await intent(db, local, node, tx_hash=never_broadcast(), nonce=0, sender=ADDRESSES[1])
     ctx.providers.evm_rpcs[CHAIN_ID].url = f"http://127.0.0.1:{free_port()}"  # the node is gone
     try:
-        assert await intents.reap_stranded_intents(ctx) == 1  # not an endless retry
+        assert await reaping.reap_stranded_intents(ctx) == 1  # not an endless retry
     finally:
         await ctx.providers.aclose()
     assert query(dsn, "SELECT state, state_detail FROM ccip_send_intents") == [
@@ -180,7 +181,7 @@ async def test_the_reaper_strands_only_its_own_classs_intents(anvil, dsn, db) ->
             db=db, settings=ctx_settings, providers=build_registry(ctx_settings, db)
         )
         try:
-            assert await intents.reap_stranded_intents(ctx) == 1
+            assert await reaping.reap_stranded_intents(ctx) == 1
         finally:
             await ctx.providers.aclose()
         # the other class's intent is untouched until its own reaper runs

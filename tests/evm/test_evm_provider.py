@@ -15,6 +15,7 @@ from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.domain.context import ExecutionContext
 from qtg.providers.base import ObserveStatus, PreflightError, RecoverOutcome
+from qtg.providers.evm import nonces as nonce_store
 from qtg.providers.registry import build_registry
 from qtg.runtime.registry import resolve_workers
 from qtg.services import evm_nonces
@@ -125,7 +126,7 @@ async def test_reservations_raced_by_many_connections_are_distinct_and_consecuti
     async def take(db: Database, i: int) -> None:
         for j in range(5):
             nonces.append(
-                await evm_nonces.reserve(
+                await nonce_store.reserve(
                     db,
                     chain_id=CHAIN_ID,
                     address=ADDRESSES[0],
@@ -147,14 +148,14 @@ async def test_reservations_raced_by_many_connections_are_distinct_and_consecuti
 
 async def test_reserve_is_idempotent_per_attempt_and_reuses_a_released_nonce(db) -> None:
     args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0], "chain_floor": 0}
-    a = await evm_nonces.reserve(db, request_node_id="a", attempt_no=1, **args)
-    assert await evm_nonces.reserve(db, request_node_id="a", attempt_no=1, **args) == a
-    b = await evm_nonces.reserve(db, request_node_id="b", attempt_no=1, **args)
-    await evm_nonces.mark(db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=a, state="released")
+    a = await nonce_store.reserve(db, request_node_id="a", attempt_no=1, **args)
+    assert await nonce_store.reserve(db, request_node_id="a", attempt_no=1, **args) == a
+    b = await nonce_store.reserve(db, request_node_id="b", attempt_no=1, **args)
+    await nonce_store.mark(db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=a, state="released")
     assert (
-        await evm_nonces.reserve(db, request_node_id="c", attempt_no=1, **args) == a
+        await nonce_store.reserve(db, request_node_id="c", attempt_no=1, **args) == a
     )  # gap filled
-    assert await evm_nonces.reserve(db, request_node_id="d", attempt_no=1, **args) == b + 1
+    assert await nonce_store.reserve(db, request_node_id="d", attempt_no=1, **args) == b + 1
 
 
 async def test_recover_decides_from_the_chain_never_resends(anvil, dsn, db) -> None:
@@ -206,8 +207,8 @@ async def test_reaper_releases_unbroadcast_and_consumes_used_nonces(anvil, dsn, 
             "eth_sendTransaction", {"from": ADDRESSES[0], "to": ADDRESSES[1], "value": "0x1"}
         )
         args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0], "chain_floor": used}
-        await evm_nonces.reserve(db, request_node_id="x", attempt_no=1, **args)
-        await evm_nonces.reserve(db, request_node_id="y", attempt_no=1, **args)
+        await nonce_store.reserve(db, request_node_id="x", attempt_no=1, **args)
+        await nonce_store.reserve(db, request_node_id="y", attempt_no=1, **args)
         query(dsn, "SELECT pg_sleep(0.01)")  # updated_at strictly older than the 1 ms threshold
         ctx = ServiceContext(db=db, settings=settings, providers=registry)
         assert await evm_nonces.reap_stale_nonces(ctx) == 2
@@ -239,7 +240,7 @@ async def test_the_reaper_settles_only_its_own_classs_reservations(anvil, dsn, d
         args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0]}
         floor = anvil.nonce(ADDRESSES[0])
         for cls in ("default", "testnet"):  # never broadcast: each is released when reaped
-            await evm_nonces.reserve(
+            await nonce_store.reserve(
                 db, request_node_id=node_ids[cls], attempt_no=1, chain_floor=floor, **args
             )
         query(dsn, "SELECT pg_sleep(0.01)")  # updated_at strictly older than the 1 ms threshold

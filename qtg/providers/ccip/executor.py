@@ -7,7 +7,7 @@ Node config `ccip`: {"lane": name in MG_CCIP_LANES, "token": address, "decimals"
 ccip_send: prepare raises the router's allowance by the amount (its own nonce
 reservation, waited for; skipped under a standing unlimited approval), asks
 `getFee`, reserves the send's nonce and builds the `ccipSend` transaction;
-submit writes the send intent ahead of the broadcast (qtg.services.ccip) and
+submit writes the send intent ahead of the broadcast (qtg.providers.ccip.intents) and
 broadcasts; the observation reads the message id from the receipt's logs.
 ccip_delivery follows that message id to its execution state in the
 destination's logs. `recover` decides from the chain:
@@ -67,6 +67,8 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
+from qtg.providers.ccip import intents
+from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.executor import crash_point
 from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
@@ -77,8 +79,6 @@ from qtg.providers.evm.outcome import (
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.providers.evm.transactions import ALLOWANCE_RAISE_HEADROOM_GAS, contract_call_tx
-from qtg.services import ccip as intents
-from qtg.services import evm_nonces
 
 EXECUTOR_KEY = "ccip"
 ACTION_TYPES = frozenset({"ccip_send", "ccip_delivery"})

@@ -65,12 +65,12 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
+from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.executor import crash_point
 from qtg.providers.evm.outcome import REBROADCAST_EVERY_SECONDS, ChainJudge, Look, raw_tx_hash
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
 from qtg.providers.evm.transactions import ALLOWANCE_RAISE_HEADROOM_GAS, contract_call_tx
-from qtg.services import evm_nonces
 
 EXECUTOR_KEY = "cctp"
 ACTION_TYPES = frozenset({"cctp_burn", "cctp_attestation", "cctp_mint", "cctp_mint_status"})

@@ -2,7 +2,7 @@
 
 Node config `evm`: {"chain_id": int, "token": address | absent (native), "decimals": int};
 the intent gives `amount` (decimal, whole units) and `destination`.
-The nonce comes from an evm_nonce_reservations row (qtg.services.evm_nonces);
+The nonce comes from an evm_nonce_reservations row (qtg.providers.evm.nonces);
 the signed bytes are kept ahead of the broadcast (evm_signed_transactions), and
 what happened is decided by the chain alone under the rule of
 qtg.domain.chain_outcome (issue 24): observe and recover never call a
@@ -44,6 +44,7 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
+from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
     ChainJudge,
@@ -52,7 +53,6 @@ from qtg.providers.evm.outcome import (
 )
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
-from qtg.services import evm_nonces
 
 #: Tests only: SIGKILL this process at a named point of submit() (see tests/evm).
 CRASH_ENV = "QTG_TEST_CRASH_AT"

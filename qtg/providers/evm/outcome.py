@@ -32,9 +32,9 @@ from qtg.domain.chain_outcome import (
 )
 from qtg.domain.context import SigningIntent, SignRequest
 from qtg.providers.base import RetryLater
+from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.providers.evm.signer import EvmLocalSigner
-from qtg.services import evm_nonces
 
 log = logging.getLogger("qtg.providers.evm.outcome")
 

@@ -1,0 +1,179 @@
+"""EVM nonce reservations: the store the chain executors (evm, ccip, cctp) use.
+
+A reservation is the only way an executor gets a nonce, so two runtimes can never
+hold the same nonce live: `reserve` runs under a per-(chain, address) advisory lock,
+reuses the lowest released nonce first (a never-broadcast nonce is a gap that blocks
+the address), then mints the next above every live reservation and the chain's own
+count. Signed bytes are kept (`record_signed`) before they may leave the process
+(issue 24). States and rules are in migrations/0010_evm_nonce_reservations.sql and
+0018_evm_signed_transactions.sql; evm_nonce_reaper (qtg/services/evm_nonces.py)
+reclaims what is stale. The queries live in sql/evm_nonces/, beside the reaper's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qtg.db import Database, Jsonb, sql_family
+
+SQL = sql_family(
+    "evm_nonces",
+    "lock_account",
+    "for_attempt",
+    "take_released",
+    "take_next",
+    "release_unsigned",
+    "mark",
+    "record_signed",
+    "own_for_signed",
+    "signed_for",
+    "touch_broadcast",
+    "note_not_landed",
+    "clear_not_landed",
+    "drift_open",
+)
+
+
+async def reserve(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    request_node_id: str,
+    attempt_no: int,
+    chain_floor: int,
+) -> int:
+    """The nonce of this node attempt: the one already reserved, else a reused or new one.
+    `chain_floor` is the account's pending transaction count (nothing below it is free)."""
+    args = {
+        "chain_id": chain_id,
+        "address": address.lower(),
+        "request_node_id": request_node_id,
+        "attempt_no": attempt_no,
+        "floor": chain_floor,
+    }
+    async with db.transaction() as tx:
+        await tx.execute(SQL.lock_account, args)
+        row = await tx.fetchrow(SQL.for_attempt, args)
+        if row is not None:
+            return row["nonce"]
+        nonce = await tx.fetchval(SQL.take_released, args)
+        if nonce is None:
+            nonce = await tx.fetchval(SQL.take_next, args)
+        return nonce
+
+
+async def for_attempt(db: Database, *, request_node_id: str, attempt_no: int) -> dict | None:
+    """The live reservation of a node attempt (chain_id, address, nonce, state, tx_hash)."""
+    async with db.transaction() as tx:
+        row = await tx.fetchrow(
+            SQL.for_attempt, {"request_node_id": request_node_id, "attempt_no": attempt_no}
+        )
+    return dict(row) if row is not None else None
+
+
+async def release_unsigned(db: Database, *, request_node_id: str, attempt_no: int) -> list[int]:
+    """Give back the reservations of a node attempt that was never submitted and kept no
+    signed bytes (issue 24 item 8); the nonces released."""
+    async with db.transaction() as tx:
+        rows = await tx.fetch(
+            SQL.release_unsigned, {"request_node_id": request_node_id, "attempt_no": attempt_no}
+        )
+    return [r["nonce"] for r in rows]
+
+
+async def mark(db: Database, *, chain_id: int, address: str, nonce: int, state: str) -> None:
+    async with db.transaction() as tx:
+        await tx.execute(
+            SQL.mark,
+            {"chain_id": chain_id, "address": address.lower(), "nonce": nonce, "state": state},
+        )
+
+
+async def record_signed(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    kind: str,
+    tx_hash: str,
+    raw: str,
+    payload: dict[str, Any],
+    request_node_id: str | None,
+    attempt_no: int | None,
+) -> bool:
+    """Write-ahead of a broadcast (issue 24): keep the signed bytes of a payment or a
+    replacement, under the account lock, and point the reservation at them. False: the
+    reservation is no longer this attempt's (taken back, gap-filled): do not broadcast."""
+    args = {
+        "chain_id": chain_id,
+        "address": address.lower(),
+        "nonce": nonce,
+        "kind": kind,
+        "tx_hash": tx_hash,
+        "raw": raw,
+        "payload": Jsonb(payload),
+        "max_fee": int(payload["maxFeePerGas"]),
+        "tip": int(payload["maxPriorityFeePerGas"]),
+        "request_node_id": request_node_id,
+        "attempt_no": attempt_no,
+    }
+    async with db.transaction() as tx:
+        await tx.execute(SQL.lock_account, args)
+        if await tx.fetchrow(SQL.own_for_signed, args) is None:
+            return False
+        await tx.execute(SQL.record_signed, args)
+    return True
+
+
+async def signed_for(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    request_node_id: str | None,
+    attempt_no: int | None,
+) -> list[dict[str, Any]]:
+    """Every transaction signed for a node attempt's nonce, oldest first (with age_seconds)."""
+    async with db.transaction() as tx:
+        rows = await tx.fetch(
+            SQL.signed_for,
+            {
+                "chain_id": chain_id,
+                "address": address.lower(),
+                "nonce": nonce,
+                "request_node_id": request_node_id,
+                "attempt_no": attempt_no,
+            },
+        )
+    return [dict(r) for r in rows]
+
+
+async def touch_broadcast(db: Database, tx_hash: str) -> None:
+    async with db.transaction() as tx:
+        await tx.execute(SQL.touch_broadcast, {"tx_hash": tx_hash})
+
+
+async def note_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> float:
+    """Seconds since a judgement first found this nonce used by another transaction."""
+    async with db.transaction() as tx:
+        seen = await tx.fetchval(
+            SQL.note_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
+        )
+    return float(seen or 0.0)
+
+
+async def clear_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> None:
+    async with db.transaction() as tx:
+        await tx.execute(
+            SQL.clear_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
+        )
+
+
+async def open_drift(db: Database, *, chain_id: int, subject: str) -> list[dict[str, Any]]:
+    """Open verify_drift findings on a contract: transfers through it wait until they clear."""
+    async with db.transaction() as tx:
+        rows = await tx.fetch(SQL.drift_open, {"chain_id": chain_id, "subject": subject})
+    return [dict(r) for r in rows]
