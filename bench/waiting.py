@@ -55,7 +55,7 @@ import trio
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from bench import databases, latency, load, procs, workload
+from bench import databases, latency, load, procs, profile, workload
 from bench.__main__ import code_version, machine
 from bench.queries import bench_sql
 from bench.server import PrivateServer
@@ -120,12 +120,27 @@ GROWTH_TABLES = (
 #: the first parameter: its time per call is what collapses on stale statistics.
 CLAIM_PREFIX = sql_family("observe", "claim_batch").claim_batch.text.split("%(")[0]
 
+#: Of GROWTH_TABLES, those that only grow (history); the others are updated in
+#: place (nodes, the sandbox's observation counters, heartbeats: their bytes are
+#: bloat until vacuumed) or are queues (audit_outbox: emptied by the promoter).
+HISTORY_TABLES = (
+    "movement_events",
+    "node_state_transitions",
+    "request_state_transitions",
+    "audit_events",
+    "movement_callback_outbox",
+    "notifications",
+    "notification_messages",
+)
+
 SAMPLE_SECONDS = 2.5
 #: A row comes back from the sampler while next_observe_at > previous sample + interval - this.
 SAMPLE_MARGIN_S = 1.0
 APPROVE_CONCURRENCY = 8
 CREATE_CONCURRENCY = 8
 PICKUP_WARMUP = 5
+#: Sizes from which the catch-up after the burst is profiled (--profile).
+PROFILE_MIN_SIZE = 10_000
 
 
 # ------------------------------------------------------------------ pure helpers
@@ -248,13 +263,10 @@ class Case:
         return sum(int(s["calls"]) for s in self.statements)
 
     def growth_per_hour(self) -> tuple[float, float]:
-        rows = sum(r for t, (r, _) in self.growth.items() if t not in _IN_PLACE)
-        size = sum(b for t, (_, b) in self.growth.items() if t not in _IN_PLACE)
+        """Rows and bytes per hour of the history tables (in-place and queue tables left out)."""
+        rows = sum(r for t, (r, _) in self.growth.items() if t in HISTORY_TABLES)
+        size = sum(b for t, (_, b) in self.growth.items() if t in HISTORY_TABLES)
         return per_hour(rows, self.window_s), per_hour(size, self.window_s)
-
-
-#: Tables updated in place per observation (their bytes are bloat, their rows do not grow).
-_IN_PLACE = ("movement_request_nodes", "sandbox_observations", "worker_heartbeats")
 
 
 @dataclass
@@ -270,6 +282,7 @@ class Results:
     created: dict[int, float] = field(default_factory=dict)  # size → seconds to create
     approved: dict[int, float] = field(default_factory=dict)  # size → seconds of the burst
     others_total: float = 0.0
+    profiles: dict[int, profile.ProfileSummary] = field(default_factory=dict)  # size → py-spy
 
 
 # ------------------------------------------------------------------ database edge
@@ -522,7 +535,10 @@ class WaitingBench:
                             await self.burst(size, db, waiting, [first], probe, sampler)
                             await trio.to_thread.run_sync(_analyze, dsn)
                             await trio.to_thread.run_sync(_set_autovacuum, dsn, True)
-                            await self.first_cycle(size, probe)
+                            async with trio.open_nursery() as catching_up:
+                                if a.profile and size >= a.profile_from:
+                                    catching_up.start_soon(self.profile, size, first.pid)
+                                await self.first_cycle(size, probe)
                             if 1 in a.runtimes:
                                 await self.steady(size, [first], probe, sampler, db,
                                                   pickup_ids.get(1))
@@ -558,6 +574,10 @@ class WaitingBench:
             case.problems.extend(f"{rt.name}: {p}" for p in rt.problems())
         self.r.cases.append(case)
         self.say(f"{size} burst: {_case_line(case)}")
+
+    async def profile(self, size: int, pid: int) -> None:
+        """py-spy on the first runtime while it catches up (outside every measured window)."""
+        self.r.profiles[size] = await profile.record(pid, self.a.profile)
 
     async def first_cycle(self, size: int, probe: Probe) -> None:
         """Until every waiting node was observed since now (at most --cycle-limit s)."""
@@ -625,8 +645,11 @@ def build(r: Results) -> str:
            "movements and the tail after them, on statistics of the empty schema with "
            "autovacuum off for its tables; steady = after ANALYZE (autovacuum on) and one full "
            "cycle",
+           "- growth/h = rows and bytes per hour of the history tables ("
+           + ", ".join(HISTORY_TABLES) + "); every table's in the details",
            "- \"others\" = CPU share of the 2 cores used by processes that are not the "
-           "benchmark's while the figure was measured\n"]
+           "benchmark's while the figure was measured; over the whole run "
+           f"{100 * r.others_total:.0f}%\n"]
     out.append("| N | case | window s | lag p50 / p99 / max s (n) | obs/s (needed) "
                "| overdue >1 s at end (oldest s) | CPU ms/obs runtime / PG "
                "| statements / commits per obs | RSS MB | growth/h rows, MB "
@@ -638,18 +661,21 @@ def build(r: Results) -> str:
         pickup = "—" if c.pickup is None else (
             f"{_f(c.pickup.p50, 2)} / {_f(c.pickup.p99, 2)} "
             f"({_f(idle.p50, 2) if idle else '—'} / {_f(idle.p99, 2) if idle else '—'})")
+        steady = c.phase == "steady"  # a burst's CPU, statements and growth are the approvals'
+        cpu = (f"{_f(1000 * c.per_obs(c.runtime_cpu_s), 2)} / "
+               f"{_f(1000 * c.per_obs(c.postgres_cpu_s), 2)}") if steady else "—"
+        per_obs = (f"{_f(c.per_obs(c.calls), 2)} / {_f(c.per_obs(c.commits), 2)}"
+                   if steady else "—")
+        growth = f"{_f(rows, 0)}, {_f(size / 1e6, 1)}" if steady else "—"
         out.append(
             f"| {c.size:,} | {c.phase}, {c.runtimes} runtime{'s' if c.runtimes > 1 else ''} "
             f"| {_f(c.window_s, 0)} "
             f"| {_f(c.lag.p50, 2)} / {_f(c.lag.p99, 2)} / {_f(c.lag.max, 1)} ({c.lag.n:,}) "
             f"| {_f(c.per_s, 0)} ({_f(c.size / INTERVAL_S, 0)}) "
             f"| {c.overdue_end:,} ({_f(c.oldest_due_end_s, 0)}) "
-            f"| {_f(1000 * c.per_obs(c.runtime_cpu_s), 2)} / "
-            f"{_f(1000 * c.per_obs(c.postgres_cpu_s), 2)} "
-            f"| {_f(c.per_obs(c.calls), 2)} / {_f(c.per_obs(c.commits), 2)} "
+            f"| {cpu} | {per_obs} "
             f"| {' + '.join(_f(m, 0) for m in c.rss_mb)} "
-            f"| {_f(rows, 0)}, {_f(size / 1e6, 1)} "
-            f"| {pickup} | {100 * c.others:.0f}% |")
+            f"| {growth} | {pickup} | {100 * c.others:.0f}% |")
     out.append("\nPer case: CPU share of a core (runtime / PostgreSQL), the busiest statements "
                "(pg_stat_statements, by execution time), growth per hour by table.\n")
     for c in r.cases:
@@ -675,6 +701,15 @@ def build(r: Results) -> str:
                    + ", ".join(f"{n:,} in {s:.0f} s" for n, s in r.created.items())
                    + "; burst of approvals (approve_movement, 8 at a time, one runtime "
                    "running): " + ", ".join(f"{n:,} in {s:.0f} s" for n, s in r.approved.items()))
+    for size, prof in r.profiles.items():
+        if prof.error:
+            out.append(f"\npy-spy, {size:,}: {prof.error}")
+            continue
+        top = ", ".join(f"{k} {prof.share(v):.0f} %" for k, v in prof.categories.most_common(5))
+        passes = ", ".join(f"{k} {prof.share(v):.0f} %" for k, v in prof.passes.most_common(4))
+        out.append(f"\npy-spy of the first runtime, {size:,}, {prof.seconds:g} s of the catch-up "
+                   f"after the burst ({prof.samples:,} samples with the GIL): {top}; by pass: "
+                   f"{passes}")
     problems = [p for c in r.cases for p in c.problems]
     if problems:
         out.append("\n## Problems seen\n")
@@ -694,6 +729,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycle-limit", type=float, default=90.0,
                         help="longest wait for the first full cycle, s")
     parser.add_argument("--pickups", type=int, default=50, help="pickup samples per case")
+    parser.add_argument("--profile", type=float, default=15.0,
+                        help="seconds of py-spy on the first runtime during the catch-up after "
+                        "the burst (0: none)")
+    parser.add_argument("--profile-from", type=int, default=PROFILE_MIN_SIZE,
+                        help="smallest size profiled (default %(default)s)")
     parser.add_argument("--keep-server", action="store_true")
     parser.add_argument("--output", type=Path, default=RESULTS / "waiting-latest.md")
     args = parser.parse_args(argv)
@@ -709,7 +749,8 @@ def main(argv: list[str] | None = None) -> int:
         machine=machine(),
         options={"sizes": args.sizes, "runtimes": args.runtimes, "window_s": args.window,
                  "burst_tail_s": args.burst_tail, "cycle_limit_s": args.cycle_limit,
-                 "pickups": args.pickups, "sample_s": SAMPLE_SECONDS},
+                 "pickups": args.pickups, "sample_s": SAMPLE_SECONDS,
+                 "profile_s": args.profile},
     )
     with PrivateServer.running(keep=args.keep_server) as server:
         monitor = load.LoadMonitor(server.postgres_pids)
