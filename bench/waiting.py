@@ -282,6 +282,7 @@ class Results:
     created: dict[int, float] = field(default_factory=dict)  # size → seconds to create
     approved: dict[int, float] = field(default_factory=dict)  # size → seconds of the burst
     others_total: float = 0.0
+    problems: list[str] = field(default_factory=list)
     profiles: dict[int, profile.ProfileSummary] = field(default_factory=dict)  # size → py-spy
 
 
@@ -441,6 +442,11 @@ class WaitingBench:
     def say(self, text: str) -> None:
         print(f"[{time.monotonic() - self.t0:6.1f} s] {text}", file=sys.stderr, flush=True)
 
+    def checkpoint(self) -> None:
+        """The table so far, written after every size: a long run that stops keeps them."""
+        self.a.output.parent.mkdir(parents=True, exist_ok=True)
+        self.a.output.write_text(build(self.r), encoding="utf-8")
+
     async def run(self) -> None:
         server = self.server
         base = await databases.prepare_base(server)
@@ -473,7 +479,14 @@ class WaitingBench:
             if previous != base:
                 await trio.to_thread.run_sync(server.drop_database, previous)
             previous, made = created, size
-            await self.one_size(size, created)
+            try:
+                await self.one_size(size, created)
+            except Exception as exc:  # the sizes before keep their figures
+                self.r.problems.append(f"{size}: the run stopped: {type(exc).__name__}: {exc}")
+                self.say(self.r.problems[-1])
+                break
+            finally:
+                self.checkpoint()
         if previous != base:
             await trio.to_thread.run_sync(server.drop_database, previous)
 
@@ -697,7 +710,8 @@ def build(r: Results) -> str:
         if grown:
             out.append("  - per hour: " + "; ".join(grown))
     if r.created:
-        out.append("\nCreating the movements (engine's create_movement, 8 at a time): "
+        out.append("\nCreating the movements (engine's create_movement, 8 at a time; each size "
+                   "a clone of the one before plus the difference): "
                    + ", ".join(f"{n:,} in {s:.0f} s" for n, s in r.created.items())
                    + "; burst of approvals (approve_movement, 8 at a time, one runtime "
                    "running): " + ", ".join(f"{n:,} in {s:.0f} s" for n, s in r.approved.items()))
@@ -710,7 +724,7 @@ def build(r: Results) -> str:
         out.append(f"\npy-spy of the first runtime, {size:,}, {prof.seconds:g} s of the catch-up "
                    f"after the burst ({prof.samples:,} samples with the GIL): {top}; by pass: "
                    f"{passes}")
-    problems = [p for c in r.cases for p in c.problems]
+    problems = r.problems + [p for c in r.cases for p in c.problems]
     if problems:
         out.append("\n## Problems seen\n")
         out.extend(f"- {p}" for p in problems[:40])
