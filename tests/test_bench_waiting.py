@@ -108,3 +108,13 @@ def test_statement_deltas_subtract_and_sort_by_time() -> None:
         {"query": "claim", "calls": 20, "exec_ms": 40.0},
         {"query": "write", "calls": 20, "exec_ms": 2.0},
     ]
+
+
+def test_growth_per_hour_counts_history_tables_only() -> None:
+    from bench.waiting import Case
+
+    case = Case(1000, "steady", 1, window_s=60.0)
+    case.growth = {"movement_events": (10, 8192), "audit_events": (5, 0),
+                   "movement_request_nodes": (0, 1_000_000),  # updated in place: bloat
+                   "audit_outbox": (-40, -65536)}  # a queue emptied by the promoter
+    assert case.growth_per_hour() == (900, 8192 * 60)
