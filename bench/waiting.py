@@ -569,24 +569,26 @@ class WaitingBench:
 
     async def burst(self, size: int, db: Database, waiting: list[Any],
                     rts: list[procs.Runtime], probe: Probe, sampler: Sampler) -> None:
-        case = Case(size, "burst", len(rts),
-                    note="statistics of the empty schema, autovacuum off for its tables")
+        """Two cases: while the N approvals run, and the --burst-tail seconds after them."""
+        note = "statistics of the empty schema, autovacuum off for its tables"
         pids = [rt.pid for rt in rts]
         start = await trio.to_thread.run_sync(probe.mark, pids)
         began = time.monotonic()
         await workload.approve_all(db, waiting, concurrency=APPROVE_CONCURRENCY)
         self.r.approved[size] = time.monotonic() - began
         self.say(f"{size}: burst of approvals took {self.r.approved[size]:.1f} s")
+        mid = await trio.to_thread.run_sync(probe.mark, pids)
         await trio.sleep(self.a.burst_tail)
         end = await trio.to_thread.run_sync(probe.mark, pids)
-        fill(case, start, end, sampler)
-        case.note += (f"; window = the approvals ({self.r.approved[size]:.0f} s) "
-                      f"+ {self.a.burst_tail:g} s")
-        case.rss_mb = [rt.rss_mb() for rt in rts]
+        for phase, first, last in (("burst: the approvals", start, mid),
+                                   (f"burst: the {self.a.burst_tail:g} s after", mid, end)):
+            case = Case(size, phase, len(rts), note=note)
+            fill(case, first, last, sampler)
+            case.rss_mb = [rt.rss_mb() for rt in rts]
+            self.r.cases.append(case)
+            self.say(f"{size} {phase}: {_case_line(case)}")
         for rt in rts:
             case.problems.extend(f"{rt.name}: {p}" for p in rt.problems())
-        self.r.cases.append(case)
-        self.say(f"{size} burst: {_case_line(case)}")
 
     async def profile(self, size: int, pid: int) -> None:
         """py-spy on the first runtime while it catches up (outside every measured window)."""
@@ -654,10 +656,10 @@ def build(r: Results) -> str:
            "- options: " + ", ".join(f"{k}={v}" for k, v in r.options.items()),
            f"- waiting node: one `{ACTION_TYPE}` observe node per movement (sandbox, "
            f"observations_to_complete={OBSERVATIONS_TO_COMPLETE:,}), interval {INTERVAL_S:g} s",
-           "- lag = due time → commit of the observer's write; burst = the approvals of the N "
-           "movements and the tail after them, on statistics of the empty schema with "
-           "autovacuum off for its tables; steady = after ANALYZE (autovacuum on) and one full "
-           "cycle",
+           "- lag = due time → commit of the observer's write; burst = while the N movements "
+           "are approved (8 at a time, one runtime running), and the seconds after, on "
+           "statistics of the empty schema with autovacuum off for its tables; steady = after "
+           "ANALYZE (autovacuum on) and one full cycle",
            "- growth/h = rows and bytes per hour of the history tables ("
            + ", ".join(HISTORY_TABLES) + "); every table's in the details",
            "- \"others\" = CPU share of the 2 cores used by processes that are not the "
