@@ -4,6 +4,7 @@
     .venv/bin/python -m bench               # the full run (writes bench/results/latest.md)
     .venv/bin/python -m bench --quick       # smaller counts, to try the machinery
     .venv/bin/python -m bench --peers       # + PgQueuer and Procrastinate in the same run
+    .venv/bin/python -m bench --waiting     # only the waiting-work figures (bench/waiting.py)
 
 Everything runs against a private PostgreSQL started for the run (bench/server.py)
 with the sandbox provider and real `bin/qtg-runtime` processes; every
@@ -228,6 +229,11 @@ class Bench:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == ["--waiting"]:  # its own run and options: python -m bench.waiting --help
+        from bench import waiting
+
+        return waiting.main(args_in[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts (a minute or two)")
     parser.add_argument("--no-polling", action="store_true",

@@ -24,6 +24,10 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / "bin" / "qtg-runtime"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
+#: The audit key every benchmark runtime chains with (and bench/workload.py's
+#: settle_audit promotes with: a keyed runtime refuses an unkeyed chain head).
+AUDIT_HMAC_KEY = "bench-only-audit-key-0123456789abcdef"
+
 READY_TIMEOUT_SECONDS = 60
 STOP_TIMEOUT_SECONDS = 15
 #: Log records kept per process (the last ones: what is shown when it fails).
@@ -41,7 +45,7 @@ def runtime_env(dsn: str, *, reactive: bool, **overrides: str) -> dict[str, str]
             "MG_LOG_LEVEL": "INFO",
             # Keyed, as production should run (README, audit anchoring): the
             # HMAC is part of the cost measured, and no "UNKEYED" warning per run.
-            "MG_AUDIT_HMAC_KEY": "bench-only-audit-key-0123456789abcdef",
+            "MG_AUDIT_HMAC_KEY": AUDIT_HMAC_KEY,
             # required with an external database: every runtime signs with one key
             "MG_CALLBACK_SIGNING_SECRET": "bench-only-callback-secret-0123456789",
         }

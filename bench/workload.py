@@ -14,7 +14,8 @@ from typing import Any
 
 import trio
 
-from qtg.config import Settings
+from bench.procs import AUDIT_HMAC_KEY
+from qtg.config import Settings, audit_keys
 from qtg.db import Database
 from qtg.runtime.demo import seed_demo_templates
 from qtg.services.audit import promote_pending
@@ -137,9 +138,11 @@ async def settle_audit(db: Database) -> int:
     """Promote every pending audit fact, as the runtime's promoter would have by now.
 
     A prepared backlog then holds only the movements' own work: the drain does
-    not also pay for promoting the audit facts of 2,000 past approvals.
+    not also pay for promoting the audit facts of 2,000 past approvals. Keyed
+    with the runtimes' key: a keyed runtime refuses to extend an unkeyed head.
     """
+    keys = audit_keys(Settings.from_env({}).replace(audit_hmac_key=AUDIT_HMAC_KEY))
     total = 0
-    while promoted := await promote_pending(db):
+    while promoted := await promote_pending(db, keys=keys):
         total += promoted
     return total

@@ -1,0 +1,2 @@
+-- qtg-bench: fresh statistics (what autovacuum would have taken by now).
+ANALYZE
