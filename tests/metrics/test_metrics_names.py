@@ -1,4 +1,4 @@
-"""The Grafana dashboard and the README name only series the runtime exposes."""
+"""The Grafana dashboard and the metrics docs page name only series the runtime exposes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from qtg.services.metrics import RuntimeMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "qtg" / "api" / "metrics" / "grafana-dashboard.json"
+METRICS_PAGE = REPO / "docs" / "metrics.md"
 
 
 def exposed_names() -> set[str]:
@@ -31,6 +32,14 @@ def test_every_dashboard_query_names_an_exposed_series() -> None:
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     used = {name for e in exprs for name in re.findall(r"\bqtg_[a-z_]+", e)}
     assert used and used <= exposed_names(), used - exposed_names()
+
+
+def test_every_metric_the_docs_list_is_exposed() -> None:
+    listed = set(re.findall(r"^\| `(qtg_[a-z_]+)` \|", METRICS_PAGE.read_text(), re.M))
+    exposed = exposed_names()
+    suffixes = ("", "_total", "_bucket", "_count", "_sum", "_info")
+    missing = {n for n in listed if not any(n + suffix in exposed for suffix in suffixes)}
+    assert len(listed) > 10 and not missing, missing
 
 
 def test_the_process_info_does_not_shadow_prometheus_instance_label() -> None:
