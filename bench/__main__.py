@@ -79,13 +79,19 @@ def code_version() -> str:
     if os.environ.get("QTG_BENCH_COMMIT"):
         return os.environ["QTG_BENCH_COMMIT"]
     repo = Path(__file__).resolve().parents[1]
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-                          capture_output=True, text=True, check=False)
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if head.returncode != 0:
         return "unknown (not a git checkout)"
     dirty = subprocess.run(
         ["git", "-C", str(repo), "status", "--porcelain", "--", "qtg", "sql", "migrations"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout.strip()
     return head.stdout.strip() + (" + uncommitted changes to qtg/sql" if dirty else "")
 
@@ -97,18 +103,28 @@ def machine() -> str:
             model = line.split(":", 1)[1].strip()
             break
     mem_kb = next(
-        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
         if line.startswith("MemTotal:")
     )
     loads = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    return (f"{os.cpu_count()} cores ({model}), {mem_kb / 1024 / 1024:.0f} GiB RAM, "
-            f"Linux {platform.release()}, Python {platform.python_version()}; "
-            f"load average at start {loads}")
+    return (
+        f"{os.cpu_count()} cores ({model}), {mem_kb / 1024 / 1024:.0f} GiB RAM, "
+        f"Linux {platform.release()}, Python {platform.python_version()}; "
+        f"load average at start {loads}"
+    )
 
 
 class Bench:
-    def __init__(self, server: PrivateServer, sizes: dict[str, Any], monitor: load.LoadMonitor,
-                 results: report.Results, polling: bool, with_peers: bool = False) -> None:
+    def __init__(
+        self,
+        server: PrivateServer,
+        sizes: dict[str, Any],
+        monitor: load.LoadMonitor,
+        results: report.Results,
+        polling: bool,
+        with_peers: bool = False,
+    ) -> None:
         self.server = server
         self.s = sizes
         self.monitor = monitor
@@ -138,12 +154,18 @@ class Bench:
         async def pgbench() -> None:
             await trio.to_thread.run_sync(server.create_database, "qtg_bench_pgbench")
             try:
-                for key, clients, script in (("1", 1, None), ("8", 8, None),
-                                             ("8+notify", 8, NOTIFY_SCRIPT)):
+                for key, clients, script in (
+                    ("1", 1, None),
+                    ("8", 8, None),
+                    ("8+notify", 8, NOTIFY_SCRIPT),
+                ):
                     self.r.pgbench_tps[key] = await trio.to_thread.run_sync(
                         lambda c=clients, f=script, k=key: server.pgbench(
-                            "qtg_bench_pgbench", clients=c, seconds=s["pgbench_s"],
-                            initialise=k == "1", script=f,
+                            "qtg_bench_pgbench",
+                            clients=c,
+                            seconds=s["pgbench_s"],
+                            initialise=k == "1",
+                            script=f,
                         )
                     )
             finally:
@@ -154,20 +176,27 @@ class Bench:
         self.r.round_trips = await self.phase(
             "round trips", lambda: roundtrip.measure(server, base)
         )
-        self.say("round trips: " + ", ".join(
-            f"{k} {v.p50:.3f} ms" for k, v in self.r.round_trips.items()))
+        self.say(
+            "round trips: "
+            + ", ".join(f"{k} {v.p50:.3f} ms" for k, v in self.r.round_trips.items())
+        )
 
         for reactive in (True, False) if self.polling else (True,):
             self.r.idle[reactive] = await memory.idle_rss(server, base, reactive=reactive)
-            self.say(f"idle RSS ({'reactive' if reactive else 'polling'}): "
-                     f"{self.r.idle[reactive].rss_mb:.1f} MB")
+            self.say(
+                f"idle RSS ({'reactive' if reactive else 'polling'}): "
+                f"{self.r.idle[reactive].rss_mb:.1f} MB"
+            )
 
-        for spec, samples, warmup in ((latency.PICKUP, s["pickup_samples"], s["pickup_warmup"]),
-                                      (latency.DAG, s["dag_samples"], s["dag_warmup"])):
+        for spec, samples, warmup in (
+            (latency.PICKUP, s["pickup_samples"], s["pickup_warmup"]),
+            (latency.DAG, s["dag_samples"], s["dag_warmup"]),
+        ):
             res = await self.phase(
                 f"{spec.figure}-reactive",
                 lambda spec=spec, n=samples, w=warmup: latency.measure(
-                    server, base, spec, reactive=True, samples=n, warmup=w),
+                    server, base, spec, reactive=True, samples=n, warmup=w
+                ),
             )
             self.r.latency[(spec.figure, True)] = res
             self.say(f"{spec.figure} reactive: {res.summary}")
@@ -186,17 +215,26 @@ class Bench:
             d = await self.phase(
                 f"drain-{key}",
                 lambda label=label, kwargs=kwargs, limit=limit: throughput.drain(
-                    server, backlog, n, label=f"{label}_reactive", window_s=limit, **kwargs),
+                    server, backlog, n, label=f"{label}_reactive", window_s=limit, **kwargs
+                ),
             )
             self.r.drains[key] = d
-            self.say(f"drain {key}: {d.nodes_per_s:.1f} nodes/s, {d.nodes_completed} nodes, "
-                     f"{d.per_node(d.round_trips):.1f} statements/node, "
-                     f"{d.per_node(d.commits):.2f} commits/node")
+            self.say(
+                f"drain {key}: {d.nodes_per_s:.1f} nodes/s, {d.nodes_completed} nodes, "
+                f"{d.per_node(d.round_trips):.1f} statements/node, "
+                f"{d.per_node(d.commits):.2f} commits/node"
+            )
 
         if self.with_peers:
-            self.r.peers = await self.phase("peers", lambda: peers.measure(
-                server, pickup_samples=s["pickup_samples"], pickup_warmup=s["pickup_warmup"],
-                drain_jobs=s["peer_drain_jobs"]))
+            self.r.peers = await self.phase(
+                "peers",
+                lambda: peers.measure(
+                    server,
+                    pickup_samples=s["pickup_samples"],
+                    pickup_warmup=s["pickup_warmup"],
+                    drain_jobs=s["peer_drain_jobs"],
+                ),
+            )
             for p in self.r.peers:
                 self.say(f"peer {p.name}: pickup {p.pickup}, drain {p.jobs_per_s} jobs/s")
 
@@ -208,21 +246,30 @@ class Bench:
         n = s["backlog_movements"]
 
         async def lat(spec: latency.Spec, samples: int, runs: int) -> None:
-            res = await latency.measure(server, base, spec, reactive=False, samples=samples,
-                                        warmup=0, runs=runs)
+            res = await latency.measure(
+                server, base, spec, reactive=False, samples=samples, warmup=0, runs=runs
+            )
             self.r.latency[(spec.figure, False)] = res
             self.say(f"{spec.figure} polling: {res.summary}")
 
         async def drain(label: str, **kwargs: Any) -> None:
-            d = await throughput.drain(server, backlog, n, label=f"{label}_polling",
-                                       reactive=False, window_s=s["polling_window_s"], **kwargs)
+            d = await throughput.drain(
+                server,
+                backlog,
+                n,
+                label=f"{label}_polling",
+                reactive=False,
+                window_s=s["polling_window_s"],
+                **kwargs,
+            )
             self.r.drains[f"{label}-polling"] = d
             self.say(f"drain {label}-polling: {d.nodes_per_s:.2f} nodes/s")
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lat, latency.PICKUP_POLLING, s["pickup_polling_samples"], 1)
-            nursery.start_soon(lat, latency.DAG, s["dag_polling_samples"],
-                               s["dag_polling_runtimes"])
+            nursery.start_soon(
+                lat, latency.DAG, s["dag_polling_samples"], s["dag_polling_runtimes"]
+            )
             nursery.start_soon(drain, "1proc")
             nursery.start_soon(functools.partial(drain, "2proc", processes=2))
             nursery.start_soon(functools.partial(drain, "notifyoff", notify=False))
@@ -236,12 +283,19 @@ def main(argv: list[str] | None = None) -> int:
         return waiting.main(args_in[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts (a minute or two)")
-    parser.add_argument("--no-polling", action="store_true",
-                        help="skip the MG_REACTIVE=false figures")
-    parser.add_argument("--keep-server", action="store_true",
-                        help="keep the private server's folder (its log) after the run")
-    parser.add_argument("--peers", action="store_true",
-                        help="also measure PgQueuer and Procrastinate (bench extra) side by side")
+    parser.add_argument(
+        "--no-polling", action="store_true", help="skip the MG_REACTIVE=false figures"
+    )
+    parser.add_argument(
+        "--keep-server",
+        action="store_true",
+        help="keep the private server's folder (its log) after the run",
+    )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also measure PgQueuer and Procrastinate (bench extra) side by side",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.md")
     args = parser.parse_args(argv)
 
@@ -255,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     with PrivateServer.running(keep=args.keep_server) as server:
         monitor = load.LoadMonitor(server.postgres_pids)
-        bench = Bench(server, sizes, monitor, results, polling=not args.no_polling,
-                      with_peers=args.peers)
+        bench = Bench(
+            server, sizes, monitor, results, polling=not args.no_polling, with_peers=args.peers
+        )
 
         async def run() -> None:
             async with trio.open_nursery() as nursery:
@@ -278,11 +333,16 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")
     print(f"written to {args.output}", file=sys.stderr)
-    bad = [d for d in results.drains.values()
-           if d.submissions != d.submission_nodes or d.duplicate_submits]
+    bad = [
+        d
+        for d in results.drains.values()
+        if d.submissions != d.submission_nodes or d.duplicate_submits
+    ]
     if bad:
-        print("a node was submitted more than once: "
-              + ", ".join(d.label for d in bad), file=sys.stderr)
+        print(
+            "a node was submitted more than once: " + ", ".join(d.label for d in bad),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

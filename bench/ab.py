@@ -32,8 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--movements", type=int, default=2000, help="3-node movements per drain")
     parser.add_argument("--pickups", type=int, default=200, help="pickup samples per run (0: none)")
     parser.add_argument("--two", action="store_true", help="also drain with 2 processes")
-    parser.add_argument("--statements", action="store_true",
-                        help="print each drain's statements per node")
+    parser.add_argument(
+        "--statements", action="store_true", help="print each drain's statements per node"
+    )
     args = parser.parse_args(argv)
     variants = args.env or [""]
     figures: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -53,44 +54,59 @@ def main(argv: list[str] | None = None) -> int:
                     name = env or "(defaults)"
                     if args.pickups:
                         res = await latency.measure(
-                            server, base, latency.PICKUP, reactive=True,
-                            samples=args.pickups, warmup=20,
+                            server,
+                            base,
+                            latency.PICKUP,
+                            reactive=True,
+                            samples=args.pickups,
+                            warmup=20,
                         )
                         figures[name]["pickup p50 ms"].append(res.summary.p50)
                         figures[name]["pickup p99 ms"].append(res.summary.p99)
                         for segment, values in res.breakdown.items():
                             figures[name][f"pickup {segment} p50 ms"].append(
-                                statistics.median(values))
+                                statistics.median(values)
+                            )
                         say(f"{name}: pickup {res.summary.p50:.2f} / {res.summary.p99:.2f} ms")
                     for procs in (1, 2) if args.two else (1,):
                         d = await throughput.drain(
-                            server, backlog, args.movements,
-                            label=f"ab{round_no}_{i}_{procs}", processes=procs, window_s=60,
+                            server,
+                            backlog,
+                            args.movements,
+                            label=f"ab{round_no}_{i}_{procs}",
+                            processes=procs,
+                            window_s=60,
                         )
                         figures[name][f"drain {procs}p nodes/s"].append(d.nodes_per_s)
-                        figures[name][f"{procs}p statements/node"].append(
-                            d.per_node(d.round_trips))
+                        figures[name][f"{procs}p statements/node"].append(d.per_node(d.round_trips))
                         figures[name][f"{procs}p commits/node"].append(d.per_node(d.commits))
                         figures[name][f"{procs}p cpu ms/node rt+pg"].append(
-                            1000 * (d.runtime_cpu_s + d.postgres_cpu_s) / max(1, d.nodes_completed))
-                        say(f"{name}: drain {procs}p {d.nodes_per_s:.1f} nodes/s, "
+                            1000 * (d.runtime_cpu_s + d.postgres_cpu_s) / max(1, d.nodes_completed)
+                        )
+                        say(
+                            f"{name}: drain {procs}p {d.nodes_per_s:.1f} nodes/s, "
                             f"{d.per_node(d.round_trips):.1f} statements/node, "
                             f"{d.per_node(d.commits):.2f} commits/node, "
                             f"subs {d.submissions}/{d.submission_nodes} dup {d.duplicate_submits}"
-                            + (f" PROBLEMS {d.problems[:2]}" if d.problems else ""))
+                            + (f" PROBLEMS {d.problems[:2]}" if d.problems else "")
+                        )
                         if args.statements:
                             for st in sorted(d.statements, key=lambda st: -int(st["calls"]))[:16]:
                                 query = " ".join(str(st["query"]).split())[:100]
-                                print(f"    {d.per_node(int(st['calls'])):5.2f}/node "
-                                      f"{float(st['exec_ms']):8.0f} ms  {query}",
-                                      file=sys.stderr)
+                                print(
+                                    f"    {d.per_node(int(st['calls'])):5.2f}/node "
+                                    f"{float(st['exec_ms']):8.0f} ms  {query}",
+                                    file=sys.stderr,
+                                )
 
         trio.run(run)
     for name, figs in figures.items():
         print(f"\n{name}")
         for key, values in figs.items():
-            print(f"  {key:28} median {statistics.median(values):8.2f}   "
-                  + " ".join(f"{v:.2f}" for v in values))
+            print(
+                f"  {key:28} median {statistics.median(values):8.2f}   "
+                + " ".join(f"{v:.2f}" for v in values)
+            )
     return 0
 
 

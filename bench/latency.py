@@ -86,9 +86,7 @@ PICKUP = Spec(
 )
 # Polling pickup waits only for the claim: completing would add an observer
 # interval (5 s) per sample and nothing to the figure.
-PICKUP_POLLING = Spec(
-    "pickup", workload.ONE_ACTION, SQL.request_picked, bool, SQL.pickup_latencies
-)
+PICKUP_POLLING = Spec("pickup", workload.ONE_ACTION, SQL.request_picked, bool, SQL.pickup_latencies)
 DAG = Spec(
     "dag",
     workload.FIVE_CHAIN,
@@ -172,17 +170,16 @@ async def _run(
                     problems = rt.problems()
                 nursery.cancel_scope.cancel()
             rows = await db.fetch(spec.latencies, {"ids": ids[warmup:]})
-            parts = (
-                await db.fetch(spec.breakdown, {"ids": ids[warmup:]}) if spec.breakdown else []
-            )
+            parts = await db.fetch(spec.breakdown, {"ids": ids[warmup:]}) if spec.breakdown else []
     finally:
         await trio.to_thread.run_sync(server.drop_database, name)
     values = [float(r["ms"]) for r in rows]
     if len(values) != samples:
         problems.append(f"{name}: {len(values)} of {samples} samples have both commits")
     breakdown = {segment: [float(p[segment]) for p in parts] for segment in SEGMENTS}
-    return LatencyResult(spec.figure, reactive, values, warmup, problems=problems,
-                         breakdown=breakdown)
+    return LatencyResult(
+        spec.figure, reactive, values, warmup, problems=problems, breakdown=breakdown
+    )
 
 
 async def _wait(db: Database, spec: Spec, request_id: Any, events: Any) -> None:

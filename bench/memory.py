@@ -46,8 +46,9 @@ async def idle_rss(server: PrivateServer, base_db: str, *, reactive: bool) -> Id
     dsn = await trio.to_thread.run_sync(server.create_database, name, base_db)
     try:
         try:
-            return await _measure(name, procs.runtime_env(dsn, reactive=reactive,
-                                                          **all_worker_flags()), reactive)
+            return await _measure(
+                name, procs.runtime_env(dsn, reactive=reactive, **all_worker_flags()), reactive
+            )
         except RuntimeError as exc:  # a future worker that needs configuration to start
             idle = await _measure(name, procs.runtime_env(dsn, reactive=reactive), reactive)
             idle.note = f"default flags (all flags on did not start: {str(exc)[:120]})"

@@ -230,7 +230,6 @@ def cpu_by_pid(pids: list[int]) -> dict[int, float]:
     return {pid: cpu_seconds([pid]) for pid in pids}
 
 
-
 def thread_cpu(pid: int) -> dict[int, float]:
     """CPU seconds of each thread of a process (tid → seconds); the main thread's tid is pid."""
     out = {}

@@ -85,10 +85,27 @@ async def record(pid: int, seconds: float) -> ProfileSummary:
     with tempfile.TemporaryDirectory(prefix="qtg-bench-prof-") as tmp:
         out = Path(tmp) / "profile.raw"
         done = await trio.run_process(
-            [tool, "record", "--pid", str(pid), "--duration", str(int(seconds)),
-             "--rate", str(PROFILE_HZ), "--nonblocking", "--gil", "--threads", "--full-filenames",
-             "--format", "raw", "--output", str(out)],
-            capture_stdout=True, capture_stderr=True, check=False,
+            [
+                tool,
+                "record",
+                "--pid",
+                str(pid),
+                "--duration",
+                str(int(seconds)),
+                "--rate",
+                str(PROFILE_HZ),
+                "--nonblocking",
+                "--gil",
+                "--threads",
+                "--full-filenames",
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+            ],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
         )
         if done.returncode != 0 or not out.exists():
             return ProfileSummary(error=f"py-spy failed: {done.stderr.decode()[-300:]}")

@@ -58,7 +58,7 @@ def build(r: Results) -> str:
     out.append(f"- PostgreSQL (private server, see bench/server.py): {settings}")
     out.append(f"- scale: {', '.join(f'{k}={v}' for k, v in r.scale.items())}")
     out.append(
-        "- \"others\" = CPU share of the 2 cores used by processes that are not the "
+        '- "others" = CPU share of the 2 cores used by processes that are not the '
         "benchmark's (other people's tests) while the figure was measured\n"
     )
     out.append(_table(r))
@@ -92,10 +92,20 @@ def _table(r: Results) -> str:
             others.append(_pct(r.others.get(f"{figure}-{'reactive' if reactive else 'polling'}")))
         rows.append((label, target, cells[0], cells[1], " / ".join(others)))
 
-    latency_row("1. Pickup latency (READY commit → SUBMITTING commit, idle runtime)", "pickup",
-                "p50 ≤ 2 ms, p99 ≤ 5 ms", 2, 5)
-    latency_row("2. DAG latency (5-node chain, approve commit → COMPLETED commit)", "dag",
-                "p50 ≤ 40 ms, p99 ≤ 100 ms", 40, 100)
+    latency_row(
+        "1. Pickup latency (READY commit → SUBMITTING commit, idle runtime)",
+        "pickup",
+        "p50 ≤ 2 ms, p99 ≤ 5 ms",
+        2,
+        5,
+    )
+    latency_row(
+        "2. DAG latency (5-node chain, approve commit → COMPLETED commit)",
+        "dag",
+        "p50 ≤ 40 ms, p99 ≤ 100 ms",
+        40,
+        100,
+    )
 
     def drain_cell(d: DrainResult | None, target: float | None = None) -> str:
         if d is None:
@@ -103,103 +113,186 @@ def _table(r: Results) -> str:
         ok = (d.nodes_per_s >= target) if (target and d.reactive) else None
         cut = f", cut at {_f(d.wall_s, 0)} s" if d.window_bounded else ""
         share = f" = {_pct(d.commits_per_s / tps8)} of pgbench" if tps8 else ""
-        return (f"{_f(d.nodes_per_s)} nodes/s ({d.nodes_completed:,} nodes{cut}); "
-                f"{_f(d.commits_per_s, 0)} commits/s{share}{_ok(ok)}")
+        return (
+            f"{_f(d.nodes_per_s)} nodes/s ({d.nodes_completed:,} nodes{cut}); "
+            f"{_f(d.commits_per_s, 0)} commits/s{share}{_ok(ok)}"
+        )
 
     def drain_row(label: str, target: str, key: str, goal: float | None = None) -> None:
         react, poll = r.drains.get(f"{key}-reactive"), r.drains.get(f"{key}-polling")
-        others = " / ".join(
-            _pct(r.others.get(f"drain-{key}-{m}")) for m in ("reactive", "polling")
-        )
+        others = " / ".join(_pct(r.others.get(f"drain-{key}-{m}")) for m in ("reactive", "polling"))
         rows.append((label, target, drain_cell(react, goal), drain_cell(poll), others))
 
-    drain_row("3. Throughput, 1 runtime process (2,000 x 3-node movements)",
-              "≥ 1,000 nodes/s", "1proc", 1000)
+    drain_row(
+        "3. Throughput, 1 runtime process (2,000 x 3-node movements)",
+        "≥ 1,000 nodes/s",
+        "1proc",
+        1000,
+    )
     one, two = r.drains.get("1proc-reactive"), r.drains.get("2proc-reactive")
     drain_row("3. Throughput, 2 runtime processes", "report ratio to 1", "2proc")
     if one and two and one.nodes_per_s:
         p_one, p_two = r.drains.get("1proc-polling"), r.drains.get("2proc-polling")
         poll_ratio = (
             f"{p_two.nodes_per_s / p_one.nodes_per_s:.2f}x"
-            if p_one and p_two and p_one.nodes_per_s else "—"
+            if p_one and p_two and p_one.nodes_per_s
+            else "—"
         )
-        rows.append(("3. … ratio 2 processes / 1", "(report)",
-                     f"{two.nodes_per_s / one.nodes_per_s:.2f}x", poll_ratio, ""))
+        rows.append(
+            (
+                "3. … ratio 2 processes / 1",
+                "(report)",
+                f"{two.nodes_per_s / one.nodes_per_s:.2f}x",
+                poll_ratio,
+                "",
+            )
+        )
     subs = []
     for mode in ("reactive", "polling"):
         runs = [d for k, d in r.drains.items() if k.endswith(mode) and "profile" not in k]
         if not runs:
             subs.append("—")
             continue
-        exact = all(d.submissions == d.submission_nodes and d.duplicate_submits == 0
-                    for d in runs)
+        exact = all(d.submissions == d.submission_nodes and d.duplicate_submits == 0 for d in runs)
         total = sum(d.submissions for d in runs)
         nodes = sum(d.submission_nodes for d in runs)
-        subs.append(f"{total / nodes if nodes else math.nan:.3f} "
-                    f"({total:,} submissions, {nodes:,} nodes, "
-                    f"{sum(d.duplicate_submits for d in runs)} repeats){_ok(exact)}")
-    rows.append(("3. Sandbox submissions per node (all drains)", "exactly 1", subs[0], subs[1],
-                 ""))
+        subs.append(
+            f"{total / nodes if nodes else math.nan:.3f} "
+            f"({total:,} submissions, {nodes:,} nodes, "
+            f"{sum(d.duplicate_submits for d in runs)} repeats){_ok(exact)}"
+        )
+    rows.append(("3. Sandbox submissions per node (all drains)", "exactly 1", subs[0], subs[1], ""))
     if one and one.statements:
-        rows.append(("3. Statements / commits per node (1 process)", "(bound analysis)",
-                     f"{_f(one.per_node(one.round_trips))} / {_f(one.per_node(one.commits))}",
-                     "", ""))
+        rows.append(
+            (
+                "3. Statements / commits per node (1 process)",
+                "(bound analysis)",
+                f"{_f(one.per_node(one.round_trips))} / {_f(one.per_node(one.commits))}",
+                "",
+                "",
+            )
+        )
     if one and one.wall_s:
-        rows.append(("3. CPU during the drain (1 process), share of one core", "(bound analysis)",
-                     f"runtime {_pct(one.runtime_cpu_s / one.wall_s)} (trio thread "
-                     f"{_pct(one.loop_thread_cpu_s / one.wall_s)}, other threads "
-                     f"{_pct(one.other_threads_cpu_s / one.wall_s)}), PostgreSQL "
-                     f"{_pct(one.postgres_cpu_s / one.wall_s)}; machine "
-                     f"{_pct(r.busy.get('drain-1proc-reactive'))} of 2 cores busy", "", ""))
+        rows.append(
+            (
+                "3. CPU during the drain (1 process), share of one core",
+                "(bound analysis)",
+                f"runtime {_pct(one.runtime_cpu_s / one.wall_s)} (trio thread "
+                f"{_pct(one.loop_thread_cpu_s / one.wall_s)}, other threads "
+                f"{_pct(one.other_threads_cpu_s / one.wall_s)}), PostgreSQL "
+                f"{_pct(one.postgres_cpu_s / one.wall_s)}; machine "
+                f"{_pct(r.busy.get('drain-1proc-reactive'))} of 2 cores busy",
+                "",
+                "",
+            )
+        )
     if two and two.wall_s:
-        rows.append(("3. CPU during the drain (2 processes), share of one core",
-                     "(bound analysis)",
-                     f"runtimes {_pct(two.runtime_cpu_s / two.wall_s)}, PostgreSQL "
-                     f"{_pct(two.postgres_cpu_s / two.wall_s)}; machine "
-                     f"{_pct(r.busy.get('drain-2proc-reactive'))} of 2 cores busy; "
-                     f"{_f(two.per_node(two.round_trips))} statements/node", "", ""))
-    drain_row("4. Notify triggers off (qtg.notify=off), 1 process", "price of reactivity",
-              "notifyoff", None)
+        rows.append(
+            (
+                "3. CPU during the drain (2 processes), share of one core",
+                "(bound analysis)",
+                f"runtimes {_pct(two.runtime_cpu_s / two.wall_s)}, PostgreSQL "
+                f"{_pct(two.postgres_cpu_s / two.wall_s)}; machine "
+                f"{_pct(r.busy.get('drain-2proc-reactive'))} of 2 cores busy; "
+                f"{_f(two.per_node(two.round_trips))} statements/node",
+                "",
+                "",
+            )
+        )
+    drain_row(
+        "4. Notify triggers off (qtg.notify=off), 1 process",
+        "price of reactivity",
+        "notifyoff",
+        None,
+    )
     off = r.drains.get("notifyoff-reactive")
     if one and off and off.nodes_per_s:
-        rows.append(("4. … notify on vs off (same drain)", "(report)",
-                     f"on {_f(one.nodes_per_s)} vs off {_f(off.nodes_per_s)} nodes/s "
-                     f"({_f(100 * (one.nodes_per_s / off.nodes_per_s - 1), 0)}%)", "", ""))
+        rows.append(
+            (
+                "4. … notify on vs off (same drain)",
+                "(report)",
+                f"on {_f(one.nodes_per_s)} vs off {_f(off.nodes_per_s)} nodes/s "
+                f"({_f(100 * (one.nodes_per_s / off.nodes_per_s - 1), 0)}%)",
+                "",
+                "",
+            )
+        )
     if tps8 and tps8n:
-        rows.append(("4. … NOTIFY at the database's limit (pgbench, 8 clients)", "(report)",
-                     f"simple-update {_f(tps8, 0)} TPS, + one NOTIFY per transaction "
-                     f"{_f(tps8n, 0)} TPS ({_f(100 * (tps8n / tps8 - 1), 0)}%)", "", ""))
+        rows.append(
+            (
+                "4. … NOTIFY at the database's limit (pgbench, 8 clients)",
+                "(report)",
+                f"simple-update {_f(tps8, 0)} TPS, + one NOTIFY per transaction "
+                f"{_f(tps8n, 0)} TPS ({_f(100 * (tps8n / tps8 - 1), 0)}%)",
+                "",
+                "",
+            )
+        )
     idle = [r.idle.get(True), r.idle.get(False)]
-    rows.append((
-        "5. Memory: idle runtime, every worker (RSS)", "≤ 80 MB",
-        *(f"{_f(i.rss_mb)} MB ({len(i.workers)} workers){_ok(i.rss_mb <= 80)}" if i else "—"
-          for i in idle),
-        "",
-    ))
+    rows.append(
+        (
+            "5. Memory: idle runtime, every worker (RSS)",
+            "≤ 80 MB",
+            *(
+                f"{_f(i.rss_mb)} MB ({len(i.workers)} workers){_ok(i.rss_mb <= 80)}" if i else "—"
+                for i in idle
+            ),
+            "",
+        )
+    )
     after = [r.drains.get(f"1proc-{m}") for m in ("reactive", "polling")]
-    rows.append((
-        "5. Memory after the throughput run (RSS)", "≤ 80 MB",
-        *(f"{_f(max(d.rss_after_mb))} MB{_ok(max(d.rss_after_mb) <= 80)}"
-          if d and d.rss_after_mb else "—" for d in after),
-        "",
-    ))
+    rows.append(
+        (
+            "5. Memory after the throughput run (RSS)",
+            "≤ 80 MB",
+            *(
+                f"{_f(max(d.rss_after_mb))} MB{_ok(max(d.rss_after_mb) <= 80)}"
+                if d and d.rss_after_mb
+                else "—"
+                for d in after
+            ),
+            "",
+        )
+    )
     if one and len(one.rss_trace_mb) >= 4:
         trace = one.rss_trace_mb
         quarters = [trace[max(0, len(trace) * q // 4 - 1)] for q in (1, 2, 3, 4)]
         growth = quarters[-1] - quarters[0]
-        rows.append(("5. Memory while draining (same process, at ¼ ½ ¾ end of the drain)",
-                     "no growth",
-                     f"{' → '.join(_f(v) for v in quarters)} MB (growth {_f(growth)} MB over "
-                     f"{one.nodes_completed * 3 // 4:,} nodes){_ok(growth < 2)}", "", ""))
-    rows.append(("6. Database limit (same server, same settings)", "(reference)", db, "",
-                 _pct(r.others.get("pgbench"))))
+        rows.append(
+            (
+                "5. Memory while draining (same process, at ¼ ½ ¾ end of the drain)",
+                "no growth",
+                f"{' → '.join(_f(v) for v in quarters)} MB (growth {_f(growth)} MB over "
+                f"{one.nodes_completed * 3 // 4:,} nodes){_ok(growth < 2)}",
+                "",
+                "",
+            )
+        )
+    rows.append(
+        (
+            "6. Database limit (same server, same settings)",
+            "(reference)",
+            db,
+            "",
+            _pct(r.others.get("pgbench")),
+        )
+    )
     if r.round_trips:
         cells = "; ".join(f"{layer} p50 {s.p50:.3f} ms" for layer, s in r.round_trips.items())
-        rows.append(("6. One `SELECT 1` round trip, by layer", "(reference)", cells, "",
-                     _pct(r.others.get("round trips"))))
+        rows.append(
+            (
+                "6. One `SELECT 1` round trip, by layer",
+                "(reference)",
+                cells,
+                "",
+                _pct(r.others.get("round trips")),
+            )
+        )
 
-    header = ("| figure | target | reactive | polling (MG_REACTIVE=false) | "
-              "others (reactive / polling) |\n|---|---|---|---|---|")
+    header = (
+        "| figure | target | reactive | polling (MG_REACTIVE=false) | "
+        "others (reactive / polling) |\n|---|---|---|---|---|"
+    )
     return header + "\n" + "\n".join(f"| {' | '.join(row)} |" for row in rows)
 
 
@@ -210,26 +303,32 @@ def _peers(r: Results) -> list[str]:
     pickup = r.latency.get(("pickup", True))
     ours = pickup.summary if pickup is not None else None
     one = r.drains.get("1proc-reactive")
-    out = ["\n## Peers in the same run (same private server, bench/peers.py)\n",
-           "Pickup: enqueue commit → claim commit on an idle worker, from commit timestamps "
-           "(qtg: READY commit → SUBMITTING commit). Drain: one worker process emptying a "
-           "backlog of no-op jobs (qtg: nodes of 3-node sandbox movements, each with a "
-           "write-ahead commit before its submit). Ratio = qtg's figure / the peer's "
-           "(pickup: below 1 is faster; drain: above 1 is faster).\n",
-           "| runtime | pickup p50 / p99 ms | qtg pickup ratio p50 / p99 | drain | "
-           "qtg drain ratio |\n|---|---|---|---|---|"]
+    out = [
+        "\n## Peers in the same run (same private server, bench/peers.py)\n",
+        "Pickup: enqueue commit → claim commit on an idle worker, from commit timestamps "
+        "(qtg: READY commit → SUBMITTING commit). Drain: one worker process emptying a "
+        "backlog of no-op jobs (qtg: nodes of 3-node sandbox movements, each with a "
+        "write-ahead commit before its submit). Ratio = qtg's figure / the peer's "
+        "(pickup: below 1 is faster; drain: above 1 is faster).\n",
+        "| runtime | pickup p50 / p99 ms | qtg pickup ratio p50 / p99 | drain | "
+        "qtg drain ratio |\n|---|---|---|---|---|",
+    ]
     if ours is not None:
-        out.append(f"| qtg | {_f(ours.p50)} / {_f(ours.p99)} (n={ours.n}) | 1 / 1 | "
-                   f"{_f(one.nodes_per_s) if one else '—'} nodes/s | 1 |")
+        out.append(
+            f"| qtg | {_f(ours.p50)} / {_f(ours.p99)} (n={ours.n}) | 1 / 1 | "
+            f"{_f(one.nodes_per_s) if one else '—'} nodes/s | 1 |"
+        )
     for peer in r.peers:
         s = peer.pickup
-        ratio = (f"{ours.p50 / s.p50:.2f} / {ours.p99 / s.p99:.2f}"
-                 if ours is not None and s.n else "—")
+        ratio = (
+            f"{ours.p50 / s.p50:.2f} / {ours.p99 / s.p99:.2f}" if ours is not None and s.n else "—"
+        )
         drain = f"{_f(peer.jobs_per_s)} jobs/s" if peer.jobs_per_s else "—"
-        drain_ratio = (f"{one.nodes_per_s / peer.jobs_per_s:.2f}"
-                       if one and peer.jobs_per_s else "—")
-        out.append(f"| {peer.name} | {_f(s.p50)} / {_f(s.p99)} (n={s.n}) | {ratio} | "
-                   f"{drain} | {drain_ratio} |")
+        drain_ratio = f"{one.nodes_per_s / peer.jobs_per_s:.2f}" if one and peer.jobs_per_s else "—"
+        out.append(
+            f"| {peer.name} | {_f(s.p50)} / {_f(s.p99)} (n={s.n}) | {ratio} | "
+            f"{drain} | {drain_ratio} |"
+        )
     return out
 
 
@@ -239,24 +338,32 @@ def _details(r: Results) -> list[str]:
         for figure in ("pickup", "dag"):
             res = r.latency.get((figure, mode))
             if res is not None and res.runs > 1:
-                out.append(f"\n{figure} ({'reactive' if mode else 'polling'}): "
-                           f"{res.runs} runtimes side by side on their own databases.")
+                out.append(
+                    f"\n{figure} ({'reactive' if mode else 'polling'}): "
+                    f"{res.runs} runtimes side by side on their own databases."
+                )
     pickup = r.latency.get(("pickup", True))
     if pickup is not None and pickup.breakdown:
         out.append("\n## Where a pickup's time goes (reactive, idle runtime)\n")
-        out.append("From rows the claim transaction writes while it runs (see "
-                   "bench/sql/pickup_breakdown.sql):\n")
+        out.append(
+            "From rows the claim transaction writes while it runs (see "
+            "bench/sql/pickup_breakdown.sql):\n"
+        )
         out.append("| segment | what | p50 ms | p99 ms |\n|---|---|---|---|")
-        what = {"wake": "READY commit → BEGIN: NOTIFY, hub, wake-up, pooled connection, BEGIN",
-                "claim": "batch claim (with its request and plan edges), load nodes, "
-                         "drift check, context, preflight, prepare, sign (Python), then "
-                         "the deferred UPDATE request (pipelined at commit)",
-                "prepare": "the write-ahead UPDATE, pipelined right after the request's",
-                "commit": "COMMIT (+ WAL flush)"}
+        what = {
+            "wake": "READY commit → BEGIN: NOTIFY, hub, wake-up, pooled connection, BEGIN",
+            "claim": "batch claim (with its request and plan edges), load nodes, "
+            "drift check, context, preflight, prepare, sign (Python), then "
+            "the deferred UPDATE request (pipelined at commit)",
+            "prepare": "the write-ahead UPDATE, pipelined right after the request's",
+            "commit": "COMMIT (+ WAL flush)",
+        }
         for segment, values in pickup.breakdown.items():
             summary = Summary.of(values)
-            out.append(f"| {segment} | {what.get(segment, '')} | {_f(summary.p50, 2)} | "
-                       f"{_f(summary.p99, 2)} |")
+            out.append(
+                f"| {segment} | {what.get(segment, '')} | {_f(summary.p50, 2)} | "
+                f"{_f(summary.p99, 2)} |"
+            )
     polling = [d for k, d in r.drains.items() if k.endswith("polling")]
     if polling:
         out.append(
@@ -282,8 +389,10 @@ def _details(r: Results) -> list[str]:
         out.append("| per node | calls | exec ms | statement |\n|---|---|---|---|")
         for s in one.statements[:20]:
             text = _cell(" ".join(str(s["query"]).split())[:110])
-            out.append(f"| {_f(one.per_node(int(s['calls'])), 2)} | {int(s['calls']):,} | "
-                       f"{_f(float(s['exec_ms']), 0)} | `{text}` |")
+            out.append(
+                f"| {_f(one.per_node(int(s['calls'])), 2)} | {int(s['calls']):,} | "
+                f"{_f(float(s['exec_ms']), 0)} | `{text}` |"
+            )
     prof = r.drains.get("profile-reactive")
     if prof is not None:
         out.append("\n## Profile of one runtime during a drain\n")
@@ -293,8 +402,10 @@ def _details(r: Results) -> list[str]:
         )
         if prof.wait_events:
             total = sum(prof.wait_events.values())
-            out.append("\nWhat the runtime's PostgreSQL backends were doing (pg_stat_activity "
-                       f"samples, {total:,}):\n")
+            out.append(
+                "\nWhat the runtime's PostgreSQL backends were doing (pg_stat_activity "
+                f"samples, {total:,}):\n"
+            )
             out.append("| share | state \\| wait |\n|---|---|")
             for key, n in prof.wait_events.most_common(10):
                 out.append(f"| {_pct(n / total)} | {_cell(key)} |")
@@ -311,10 +422,12 @@ def _profile(p: ProfileSummary) -> list[str]:
     if p.error:
         return [f"\nProfile: {p.error}"]
     out = [f"\npy-spy: {p.samples:,} samples of running threads over {p.seconds:g} s.\n"]
-    for title, counter, n in (("by thread", p.threads, 8),
-                              ("by innermost frame's package", p.categories, 12),
-                              ("by worker pass on the stack", p.passes, 8),
-                              ("top innermost frames", p.leaves, 15)):
+    for title, counter, n in (
+        ("by thread", p.threads, 8),
+        ("by innermost frame's package", p.categories, 12),
+        ("by worker pass on the stack", p.passes, 8),
+        ("top innermost frames", p.leaves, 15),
+    ):
         out.append(f"\n{title}:\n")
         out.append("| share | |\n|---|---|")
         for key, count in counter.most_common(n):

@@ -30,8 +30,11 @@ COUNT = 2000
 
 async def measure(server: PrivateServer, dbname: str, count: int = COUNT) -> dict[str, Summary]:
     dsn = server.dsn(dbname)
-    out = {"psycopg (sync)": Summary.of(
-        await trio.to_thread.run_sync(server.round_trip_ms, dbname, count))}
+    out = {
+        "psycopg (sync)": Summary.of(
+            await trio.to_thread.run_sync(server.round_trip_ms, dbname, count)
+        )
+    }
 
     conn = await trio.to_thread.run_sync(lambda: psycopg.connect(dsn, autocommit=True))
     try:

@@ -165,8 +165,18 @@ class PrivateServer:
         if self.user is not None:
             os.chown(self.data, self.user.pw_uid, self.user.pw_gid)
         out = self._run(
-            [str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
-             "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]
+            [
+                str(self.bindir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+                "--no-sync",
+            ]
         )
         if out.returncode != 0:
             raise ServerError(f"initdb failed: {out.stderr.strip() or out.stdout.strip()}")
@@ -190,7 +200,9 @@ class PrivateServer:
 
     def _has_pg_stat_statements(self) -> bool:
         out = subprocess.run(
-            [str(self.bindir / "pg_config"), "--sharedir"], capture_output=True, text=True,
+            [str(self.bindir / "pg_config"), "--sharedir"],
+            capture_output=True,
+            text=True,
             check=False,
         )
         if out.returncode != 0:
@@ -199,8 +211,17 @@ class PrivateServer:
 
     def _start(self) -> None:
         out = self._run(
-            [str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.data / "server.log"),
-             "-w", "-t", str(START_TIMEOUT_SECONDS), "start"]
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.data / "server.log"),
+                "-w",
+                "-t",
+                str(START_TIMEOUT_SECONDS),
+                "start",
+            ]
         )
         if out.returncode != 0:
             log = (self.data / "server.log").read_text(errors="replace")[-2000:]
@@ -286,23 +307,57 @@ class PrivateServer:
         return times
 
     # ------------------------------------------------------------ pgbench
-    def pgbench(self, dbname: str, *, clients: int, seconds: int, scale: int = 10,
-                initialise: bool = True, script: Path | None = None) -> float:
+    def pgbench(
+        self,
+        dbname: str,
+        *,
+        clients: int,
+        seconds: int,
+        scale: int = 10,
+        initialise: bool = True,
+        script: Path | None = None,
+    ) -> float:
         """pgbench's built-in simple-update (or `script`); returns TPS (excluding connecting)."""
-        base = [str(self.bindir / "pgbench"), "-h", "127.0.0.1", "-p", str(self.port),
-                "-U", "postgres"]
+        base = [
+            str(self.bindir / "pgbench"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+        ]
         env = {**os.environ, "PGCONNECT_TIMEOUT": "10"}
         if initialise:
-            subprocess.run([*base, "-i", "-q", "-s", str(scale), dbname], env=env, check=True,
-                           capture_output=True, text=True)
+            subprocess.run(
+                [*base, "-i", "-q", "-s", str(scale), dbname],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
         workload = ["-f", str(script)] if script else ["-b", "simple-update"]
         out = subprocess.run(
-            [*base, *workload, "-c", str(clients), "-j", str(min(clients, 2)),
-             "-T", str(seconds), "-n", dbname],
-            env=env, check=True, capture_output=True, text=True,
+            [
+                *base,
+                *workload,
+                "-c",
+                str(clients),
+                "-j",
+                str(min(clients, 2)),
+                "-T",
+                str(seconds),
+                "-n",
+                dbname,
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
         )
-        match = re.search(r"tps = ([\d.]+) \((?:without initial connection time|excluding)",
-                          out.stdout)
+        match = re.search(
+            r"tps = ([\d.]+) \((?:without initial connection time|excluding)", out.stdout
+        )
         if match is None:
             raise ServerError(f"cannot read pgbench's TPS from:\n{out.stdout}")
         return float(match.group(1))

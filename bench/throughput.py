@@ -56,9 +56,11 @@ SQL = bench_sql(
 #: pg_stat_statements by their text up to the first parameter.
 CLAIM_PREFIXES = tuple(
     q.text.split("%(")[0]
-    for q in (sql_family("dispatch", "claim_candidate").claim_candidate,
-              sql_family("observe", "claim_node").claim_node,
-              sql_family("recover", "claim_node").claim_node)
+    for q in (
+        sql_family("dispatch", "claim_candidate").claim_candidate,
+        sql_family("observe", "claim_node").claim_node,
+        sql_family("recover", "claim_node").claim_node,
+    )
 )
 SAVEPOINT_STATEMENTS = ("SAVEPOINT ", "RELEASE SAVEPOINT ", "ROLLBACK TO SAVEPOINT ")
 
@@ -186,9 +188,7 @@ async def _drain(
                 await trio.to_thread.run_sync(_commits, monitor, name) - commits_before
             )
             result.runtime_cpu_s = procs.cpu_seconds(pids) - rt_before
-            result.loop_thread_cpu_s = (
-                procs.thread_cpu(pids[0]).get(pids[0], 0.0) - loop_before
-            )
+            result.loop_thread_cpu_s = procs.thread_cpu(pids[0]).get(pids[0], 0.0) - loop_before
             result.other_threads_cpu_s = (
                 procs.cpu_seconds(pids[:1]) - first_before - result.loop_thread_cpu_s
             )
@@ -200,9 +200,7 @@ async def _drain(
                 result.wait_events = sampler.counts
             result.window_bounded = not finished
             if not finished and window_s is None and not profile_s:
-                result.problems.append(
-                    f"{name}: not drained within {DRAIN_TIMEOUT_SECONDS:g} s"
-                )
+                result.problems.append(f"{name}: not drained within {DRAIN_TIMEOUT_SECONDS:g} s")
             await trio.to_thread.run_sync(_collect, monitor, server, name, result)
             result.rss_after_mb = [rt.rss_mb() for rt in runtimes]
             for rt in runtimes:
@@ -212,8 +210,9 @@ async def _drain(
         await trio.to_thread.run_sync(monitor.close)
 
 
-async def _wait_drained(monitor: psycopg.Connection[Any], result: DrainResult,
-                        limit_s: float, rt: procs.Runtime) -> bool:
+async def _wait_drained(
+    monitor: psycopg.Connection[Any], result: DrainResult, limit_s: float, rt: procs.Runtime
+) -> bool:
     """Until every movement is COMPLETED (True) or `limit_s` passed (False).
 
     Every tick also records the backlog by node state and `rt`'s resident memory."""
@@ -233,8 +232,9 @@ async def _wait_drained(monitor: psycopg.Connection[Any], result: DrainResult,
     return False
 
 
-def _collect(monitor: psycopg.Connection[Any], server: PrivateServer, name: str,
-             result: DrainResult) -> None:
+def _collect(
+    monitor: psycopg.Connection[Any], server: PrivateServer, name: str, result: DrainResult
+) -> None:
     window = _fetchone(monitor, SQL.drain_window.text)
     result.nodes_completed = int(window["nodes_completed"])
     result.nodes_claimed = int(window["nodes_claimed"])
@@ -251,9 +251,7 @@ def _collect(monitor: psycopg.Connection[Any], server: PrivateServer, name: str,
         return
     with server.admin() as admin:
         admin.row_factory = dict_row  # type: ignore[assignment]
-        statements = admin.execute(
-            SQL.statements.text, {"db": name, "marker": MARKER}
-        ).fetchall()
+        statements = admin.execute(SQL.statements.text, {"db": name, "marker": MARKER}).fetchall()
     result.statements = with_savepoints(statements)
 
 
@@ -263,12 +261,18 @@ def with_savepoints(statements: list[dict[str, Any]]) -> list[dict[str, Any]]:
     claims imply: each claim runs inside one SAVEPOINT … RELEASE pair (a miss adds a
     ROLLBACK TO, not counted: the figure is a lower bound)."""
     claims = sum(
-        int(s["calls"]) for s in statements
+        int(s["calls"])
+        for s in statements
         if any(s["query"].startswith(prefix) for prefix in CLAIM_PREFIXES)
     )
     kept = [s for s in statements if not s["query"].startswith(SAVEPOINT_STATEMENTS)]
-    kept.append({"query": "SAVEPOINT / RELEASE SAVEPOINT (2 per claim, inferred)",
-                 "calls": 2 * claims, "exec_ms": 0.0})
+    kept.append(
+        {
+            "query": "SAVEPOINT / RELEASE SAVEPOINT (2 per claim, inferred)",
+            "calls": 2 * claims,
+            "exec_ms": 0.0,
+        }
+    )
     return sorted(kept, key=lambda s: -int(s["calls"]))
 
 

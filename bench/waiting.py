@@ -90,13 +90,15 @@ TEMPLATE: dict[str, Any] = {
     "template_key": WAITING,
     "name": "Benchmark: one observation that stays pending",
     "graph": {
-        "nodes": [{
-            "key": "watch",
-            "kind": "observe",
-            "action_type": ACTION_TYPE,
-            "executor_key": "sandbox",
-            "config": {"sandbox": {"observations_to_complete": OBSERVATIONS_TO_COMPLETE}},
-        }],
+        "nodes": [
+            {
+                "key": "watch",
+                "kind": "observe",
+                "action_type": ACTION_TYPE,
+                "executor_key": "sandbox",
+                "config": {"sandbox": {"observations_to_complete": OBSERVATIONS_TO_COMPLETE}},
+            }
+        ],
         "edges": [],
     },
 }
@@ -193,8 +195,9 @@ class ObservationTracker:
         return found
 
 
-def committed_between(observations: Iterable[Observation], start: datetime,
-                      end: datetime) -> list[Observation]:
+def committed_between(
+    observations: Iterable[Observation], start: datetime, end: datetime
+) -> list[Observation]:
     return [o for o in observations if start <= o.committed < end]
 
 
@@ -207,8 +210,9 @@ def per_hour(delta: float, seconds: float) -> float:
     return delta * 3600 / seconds if seconds > 0 else math.nan
 
 
-def statement_deltas(before: Sequence[Mapping[str, Any]],
-                     after: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def statement_deltas(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """pg_stat_statements rows (query, calls, exec_ms) after minus before, busiest first."""
     old = {r["query"]: (int(r["calls"]), float(r["exec_ms"])) for r in before}
     out = []
@@ -293,8 +297,9 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
     return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
 
 
-def _one(conn: psycopg.Connection[Any], text: str,
-         params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def _one(
+    conn: psycopg.Connection[Any], text: str, params: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     row = conn.execute(text, params).fetchone()  # type: ignore[call-overload]
     assert row is not None
     return row
@@ -304,8 +309,11 @@ def _set_autovacuum(dsn: str, on: bool) -> None:
     options = sql.SQL("RESET (autovacuum_enabled)" if on else "SET (autovacuum_enabled = off)")
     with _connect(dsn) as conn:
         for row in conn.execute(SQL.user_tables.text).fetchall():
-            conn.execute(sql.SQL(SQL.autovacuum_table.text).format(
-                table=sql.Identifier(row["relname"]), options=options))
+            conn.execute(
+                sql.SQL(SQL.autovacuum_table.text).format(
+                    table=sql.Identifier(row["relname"]), options=options
+                )
+            )
 
 
 def _analyze(dsn: str) -> None:
@@ -316,8 +324,13 @@ def _analyze(dsn: str) -> None:
 def _growth(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, int]]:
     out = {}
     for table in GROWTH_TABLES:
-        row = _one(conn, sql.SQL(SQL.waiting_growth.text).format(  # type: ignore[arg-type]
-            table=sql.Identifier(table)), {"name": table})
+        row = _one(
+            conn,
+            sql.SQL(SQL.waiting_growth.text).format(  # type: ignore[arg-type]
+                table=sql.Identifier(table)
+            ),
+            {"name": table},
+        )
         out[table] = (int(row["rows"]), int(row["bytes"]))
     return out
 
@@ -363,8 +376,14 @@ class Mark:
 class Probe:
     """Everything a window reads at its start and end, on one connection."""
 
-    def __init__(self, server: PrivateServer, dsn: str, dbname: str, monitor: load.LoadMonitor,
-                 ours: list[int]) -> None:
+    def __init__(
+        self,
+        server: PrivateServer,
+        dsn: str,
+        dbname: str,
+        monitor: load.LoadMonitor,
+        ours: list[int],
+    ) -> None:
         self.server = server
         self.dbname = dbname
         self.monitor = monitor
@@ -373,10 +392,14 @@ class Probe:
         self.ours = [*ours, self.pid]  # the benchmark's own backends: not qtg's CPU
 
     def totals(self, cycle_start: datetime | None = None) -> dict[str, Any]:
-        return _one(self.conn, SQL.waiting_totals.text, {
-            "cycle_start": cycle_start or datetime.min.replace(tzinfo=dt.UTC),
-            "interval_s": INTERVAL_S,
-        })
+        return _one(
+            self.conn,
+            SQL.waiting_totals.text,
+            {
+                "cycle_start": cycle_start or datetime.min.replace(tzinfo=dt.UTC),
+                "interval_s": INTERVAL_S,
+            },
+        )
 
     def now(self) -> datetime:
         return _one(self.conn, SQL.db_now.text)["now"]
@@ -386,8 +409,9 @@ class Probe:
             return []
         with self.server.admin() as admin:
             admin.row_factory = dict_row  # type: ignore[assignment]
-            return admin.execute(SQL.statements.text,
-                                 {"db": self.dbname, "marker": MARKER}).fetchall()
+            return admin.execute(
+                SQL.statements.text, {"db": self.dbname, "marker": MARKER}
+            ).fetchall()
 
     def mark(self, runtime_pids: list[int]) -> Mark:
         growth = _growth(self.conn)
@@ -416,13 +440,16 @@ def fill(case: Case, start: Mark, end: Mark, sampler: Sampler) -> None:
     case.overdue_end = int(end.totals["overdue"])
     case.oldest_due_end_s = max(0.0, float(end.totals["oldest_due_s"]))
     case.runtime_cpu_s = end.runtime_cpu - start.runtime_cpu
-    case.postgres_cpu_s = sum(cpu - start.postgres_cpu.get(pid, 0.0)
-                              for pid, cpu in end.postgres_cpu.items())
+    case.postgres_cpu_s = sum(
+        cpu - start.postgres_cpu.get(pid, 0.0) for pid, cpu in end.postgres_cpu.items()
+    )
     case.statements = statement_deltas(start.statements, end.statements)
     # the probe's own statements carry the marker; commits: the server's next xid
     case.commits = end.next_xid - start.next_xid
-    case.growth = {t: (end.growth[t][0] - start.growth[t][0], end.growth[t][1] - start.growth[t][1])
-                   for t in GROWTH_TABLES}
+    case.growth = {
+        t: (end.growth[t][0] - start.growth[t][0], end.growth[t][1] - start.growth[t][1])
+        for t in GROWTH_TABLES
+    }
     case.others = load.LoadMonitor.others_share(start.load, end.load)
     case.busy = load.LoadMonitor.busy_share(start.load, end.load)
 
@@ -431,8 +458,13 @@ def fill(case: Case, start: Mark, end: Mark, sampler: Sampler) -> None:
 
 
 class WaitingBench:
-    def __init__(self, server: PrivateServer, monitor: load.LoadMonitor, results: Results,
-                 args: argparse.Namespace) -> None:
+    def __init__(
+        self,
+        server: PrivateServer,
+        monitor: load.LoadMonitor,
+        results: Results,
+        args: argparse.Namespace,
+    ) -> None:
         self.server = server
         self.monitor = monitor
         self.r = results
@@ -470,12 +502,20 @@ class WaitingBench:
             dsn = await trio.to_thread.run_sync(server.create_database, created, previous)
             async with Database(dsn, min_size=1, max_size=CREATE_CONCURRENCY + 1) as db:
                 await workload.create_movements(
-                    db, workload.settings_for(dsn), WAITING, size - made, tag=f"w{size}",
-                    approve=False, concurrency=CREATE_CONCURRENCY)
+                    db,
+                    workload.settings_for(dsn),
+                    WAITING,
+                    size - made,
+                    tag=f"w{size}",
+                    approve=False,
+                    concurrency=CREATE_CONCURRENCY,
+                )
                 await workload.settle_audit(db)
             self.r.created[size] = time.monotonic() - began
-            self.say(f"{size} waiting movements created ({size - made} new) in "
-                     f"{self.r.created[size]:.0f} s")
+            self.say(
+                f"{size} waiting movements created ({size - made} new) in "
+                f"{self.r.created[size]:.0f} s"
+            )
             if previous != base:
                 await trio.to_thread.run_sync(server.drop_database, previous)
             previous, made = created, size
@@ -507,8 +547,13 @@ class WaitingBench:
 
     async def pickup_movements(self, db: Database, dsn: str, tag: str) -> list[Any]:
         ids = await workload.create_movements(
-            db, workload.settings_for(dsn), workload.ONE_ACTION,
-            PICKUP_WARMUP + self.a.pickups, tag=f"pickup-{tag}", approve=False)
+            db,
+            workload.settings_for(dsn),
+            workload.ONE_ACTION,
+            PICKUP_WARMUP + self.a.pickups,
+            tag=f"pickup-{tag}",
+            approve=False,
+        )
         await workload.settle_audit(db)
         return ids
 
@@ -536,11 +581,15 @@ class WaitingBench:
         try:
             async with Database(dsn, min_size=1, max_size=APPROVE_CONCURRENCY + 1) as db:
                 waiting = [r["id"] for r in await db.fetch(_WAITING_IDS)]
-                pickup_ids = {n: await self.pickup_movements(db, dsn, f"{size}-{n}")
-                              for n in range(1, max(a.runtimes) + 1) if n in a.runtimes}
+                pickup_ids = {
+                    n: await self.pickup_movements(db, dsn, f"{size}-{n}")
+                    for n in range(1, max(a.runtimes) + 1)
+                    if n in a.runtimes
+                }
                 sampler = await trio.to_thread.run_sync(Sampler, dsn)
                 probe = await trio.to_thread.run_sync(
-                    Probe, server, dsn, name, self.monitor, [sampler.pid])
+                    Probe, server, dsn, name, self.monitor, [sampler.pid]
+                )
                 try:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(sampler.run)
@@ -553,13 +602,15 @@ class WaitingBench:
                                     catching_up.start_soon(self.profile, size, first.pid)
                                 await self.first_cycle(size, probe)
                             if 1 in a.runtimes:
-                                await self.steady(size, [first], probe, sampler, db,
-                                                  pickup_ids.get(1))
+                                await self.steady(
+                                    size, [first], probe, sampler, db, pickup_ids.get(1)
+                                )
                             if 2 in a.runtimes:
                                 async with procs.runtime(f"{name}_1", env, args) as second:
                                     await trio.sleep(INTERVAL_S)  # one interval to share work
-                                    await self.steady(size, [first, second], probe, sampler,
-                                                      db, pickup_ids.get(2))
+                                    await self.steady(
+                                        size, [first, second], probe, sampler, db, pickup_ids.get(2)
+                                    )
                         nursery.cancel_scope.cancel()
                 finally:
                     await trio.to_thread.run_sync(probe.close)
@@ -567,8 +618,15 @@ class WaitingBench:
         finally:
             await trio.to_thread.run_sync(server.drop_database, name)
 
-    async def burst(self, size: int, db: Database, waiting: list[Any],
-                    rts: list[procs.Runtime], probe: Probe, sampler: Sampler) -> None:
+    async def burst(
+        self,
+        size: int,
+        db: Database,
+        waiting: list[Any],
+        rts: list[procs.Runtime],
+        probe: Probe,
+        sampler: Sampler,
+    ) -> None:
         """Two cases: while the N approvals run, and the --burst-tail seconds after them."""
         note = "statistics of the empty schema, autovacuum off for its tables"
         pids = [rt.pid for rt in rts]
@@ -580,8 +638,10 @@ class WaitingBench:
         mid = await trio.to_thread.run_sync(probe.mark, pids)
         await trio.sleep(self.a.burst_tail)
         end = await trio.to_thread.run_sync(probe.mark, pids)
-        for phase, first, last in (("burst: the approvals", start, mid),
-                                   (f"burst: the {self.a.burst_tail:g} s after", mid, end)):
+        for phase, first, last in (
+            ("burst: the approvals", start, mid),
+            (f"burst: the {self.a.burst_tail:g} s after", mid, end),
+        ):
             case = Case(size, phase, len(rts), note=note)
             fill(case, first, last, sampler)
             case.rss_mb = [rt.rss_mb() for rt in rts]
@@ -607,8 +667,15 @@ class WaitingBench:
                 await trio.sleep(1.0)
         self.say(f"{size}: no full cycle within {self.a.cycle_limit:g} s; measuring anyway")
 
-    async def steady(self, size: int, rts: list[procs.Runtime], probe: Probe, sampler: Sampler,
-                     db: Database, pickup_ids: list[Any] | None) -> None:
+    async def steady(
+        self,
+        size: int,
+        rts: list[procs.Runtime],
+        probe: Probe,
+        sampler: Sampler,
+        db: Database,
+        pickup_ids: list[Any] | None,
+    ) -> None:
         case = Case(size, "steady", len(rts), note="fresh statistics, autovacuum on")
         pids = [rt.pid for rt in rts]
         start = await trio.to_thread.run_sync(probe.mark, pids)
@@ -643,44 +710,63 @@ def _ms(s: Summary | None) -> str:
 
 
 def _case_line(c: Case) -> str:
-    return (f"lag p50 {_f(c.lag.p50, 2)} / p99 {_f(c.lag.p99, 2)} / max {_f(c.lag.max, 1)} s "
-            f"(n={c.lag.n}), {_f(c.per_s, 0)} obs/s, overdue at end {c.overdue_end} "
-            f"(oldest {_f(c.oldest_due_end_s, 0)} s), pickup {_ms(c.pickup)}")
+    return (
+        f"lag p50 {_f(c.lag.p50, 2)} / p99 {_f(c.lag.p99, 2)} / max {_f(c.lag.max, 1)} s "
+        f"(n={c.lag.n}), {_f(c.per_s, 0)} obs/s, overdue at end {c.overdue_end} "
+        f"(oldest {_f(c.oldest_due_end_s, 0)} s), pickup {_ms(c.pickup)}"
+    )
 
 
 def build(r: Results) -> str:
-    out = [f"# qtg waiting-work benchmark — {r.started}\n",
-           f"- command: `{r.command}`", f"- qtg: {r.code}", f"- machine: {r.machine}",
-           "- PostgreSQL (private server, see bench/server.py): "
-           + ", ".join(f"{k}={v}" for k, v in sorted(r.server.items())),
-           "- options: " + ", ".join(f"{k}={v}" for k, v in r.options.items()),
-           f"- waiting node: one `{ACTION_TYPE}` observe node per movement (sandbox, "
-           f"observations_to_complete={OBSERVATIONS_TO_COMPLETE:,}), interval {INTERVAL_S:g} s",
-           "- lag = due time → commit of the observer's write; burst = while the N movements "
-           "are approved (8 at a time, one runtime running), and the seconds after, on "
-           "statistics of the empty schema with autovacuum off for its tables; steady = after "
-           "ANALYZE (autovacuum on) and one full cycle",
-           "- growth/h = rows and bytes per hour of the history tables ("
-           + ", ".join(HISTORY_TABLES) + "); every table's in the details",
-           "- \"others\" = CPU share of the 2 cores used by processes that are not the "
-           "benchmark's while the figure was measured; over the whole run "
-           f"{100 * r.others_total:.0f}%\n"]
-    out.append("| N | case | window s | lag p50 / p99 / max s (n) | obs/s (needed) "
-               "| overdue >1 s at end (oldest s) | CPU ms/obs runtime / PG "
-               "| statements / commits per obs | RSS MB | growth/h rows, MB "
-               "| pickup p50 / p99 ms (idle) | others |")
+    out = [
+        f"# qtg waiting-work benchmark — {r.started}\n",
+        f"- command: `{r.command}`",
+        f"- qtg: {r.code}",
+        f"- machine: {r.machine}",
+        "- PostgreSQL (private server, see bench/server.py): "
+        + ", ".join(f"{k}={v}" for k, v in sorted(r.server.items())),
+        "- options: " + ", ".join(f"{k}={v}" for k, v in r.options.items()),
+        f"- waiting node: one `{ACTION_TYPE}` observe node per movement (sandbox, "
+        f"observations_to_complete={OBSERVATIONS_TO_COMPLETE:,}), interval {INTERVAL_S:g} s",
+        "- lag = due time → commit of the observer's write; burst = while the N movements "
+        "are approved (8 at a time, one runtime running), and the seconds after, on "
+        "statistics of the empty schema with autovacuum off for its tables; steady = after "
+        "ANALYZE (autovacuum on) and one full cycle",
+        "- growth/h = rows and bytes per hour of the history tables ("
+        + ", ".join(HISTORY_TABLES)
+        + "); every table's in the details",
+        '- "others" = CPU share of the 2 cores used by processes that are not the '
+        "benchmark's while the figure was measured; over the whole run "
+        f"{100 * r.others_total:.0f}%\n",
+    ]
+    out.append(
+        "| N | case | window s | lag p50 / p99 / max s (n) | obs/s (needed) "
+        "| overdue >1 s at end (oldest s) | CPU ms/obs runtime / PG "
+        "| statements / commits per obs | RSS MB | growth/h rows, MB "
+        "| pickup p50 / p99 ms (idle) | others |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for c in r.cases:
         idle = r.idle_pickup.get(c.runtimes)
         rows, size = c.growth_per_hour()
-        pickup = "—" if c.pickup is None else (
-            f"{_f(c.pickup.p50, 2)} / {_f(c.pickup.p99, 2)} "
-            f"({_f(idle.p50, 2) if idle else '—'} / {_f(idle.p99, 2) if idle else '—'})")
+        pickup = (
+            "—"
+            if c.pickup is None
+            else (
+                f"{_f(c.pickup.p50, 2)} / {_f(c.pickup.p99, 2)} "
+                f"({_f(idle.p50, 2) if idle else '—'} / {_f(idle.p99, 2) if idle else '—'})"
+            )
+        )
         steady = c.phase == "steady"  # a burst's CPU, statements and growth are the approvals'
-        cpu = (f"{_f(1000 * c.per_obs(c.runtime_cpu_s), 2)} / "
-               f"{_f(1000 * c.per_obs(c.postgres_cpu_s), 2)}") if steady else "—"
-        per_obs = (f"{_f(c.per_obs(c.calls), 2)} / {_f(c.per_obs(c.commits), 2)}"
-                   if steady else "—")
+        cpu = (
+            (
+                f"{_f(1000 * c.per_obs(c.runtime_cpu_s), 2)} / "
+                f"{_f(1000 * c.per_obs(c.postgres_cpu_s), 2)}"
+            )
+            if steady
+            else "—"
+        )
+        per_obs = f"{_f(c.per_obs(c.calls), 2)} / {_f(c.per_obs(c.commits), 2)}" if steady else "—"
         growth = f"{_f(rows, 0)}, {_f(size / 1e6, 1)}" if steady else "—"
         out.append(
             f"| {c.size:,} | {c.phase}, {c.runtimes} runtime{'s' if c.runtimes > 1 else ''} "
@@ -690,42 +776,56 @@ def build(r: Results) -> str:
             f"| {c.overdue_end:,} ({_f(c.oldest_due_end_s, 0)}) "
             f"| {cpu} | {per_obs} "
             f"| {' + '.join(_f(m, 0) for m in c.rss_mb)} "
-            f"| {growth} | {pickup} | {100 * c.others:.0f}% |")
-    out.append("\nPer case: CPU share of a core (runtime / PostgreSQL), the busiest statements "
-               "(pg_stat_statements, by execution time), growth per hour by table.\n")
+            f"| {growth} | {pickup} | {100 * c.others:.0f}% |"
+        )
+    out.append(
+        "\nPer case: CPU share of a core (runtime / PostgreSQL), the busiest statements "
+        "(pg_stat_statements, by execution time), growth per hour by table.\n"
+    )
     for c in r.cases:
-        head = (f"- **{c.size:,} {c.phase}, {c.runtimes} runtime(s)** ({c.note}): "
-                f"runtime {_f(100 * c.runtime_cpu_s / c.window_s if c.window_s else math.nan, 0)}"
-                f" % of a core, PostgreSQL "
-                f"{_f(100 * c.postgres_cpu_s / c.window_s if c.window_s else math.nan, 0)} %; "
-                f"machine busy {100 * c.busy:.0f} %")
+        head = (
+            f"- **{c.size:,} {c.phase}, {c.runtimes} runtime(s)** ({c.note}): "
+            f"runtime {_f(100 * c.runtime_cpu_s / c.window_s if c.window_s else math.nan, 0)}"
+            f" % of a core, PostgreSQL "
+            f"{_f(100 * c.postgres_cpu_s / c.window_s if c.window_s else math.nan, 0)} %; "
+            f"machine busy {100 * c.busy:.0f} %"
+        )
         claims, claim_ms = c.claim()
         head += f"; observe batch claim {claims:,} calls, {_f(claim_ms, 2)} ms each"
         out.append(head)
         for s in c.statements[:3]:
             query = " ".join(s["query"].split())[:110]
-            out.append(f"  - {s['calls']:,} calls, {_f(s['exec_ms'] / s['calls'], 3)} ms each, "
-                       f"{_f(s['exec_ms'], 0)} ms in all: `{query}`")
-        grown = [f"{t} {_f(per_hour(rows, c.window_s), 0)} rows / "
-                 f"{_f(per_hour(size, c.window_s) / 1e6, 1)} MB"
-                 for t, (rows, size) in c.growth.items() if rows or size]
+            out.append(
+                f"  - {s['calls']:,} calls, {_f(s['exec_ms'] / s['calls'], 3)} ms each, "
+                f"{_f(s['exec_ms'], 0)} ms in all: `{query}`"
+            )
+        grown = [
+            f"{t} {_f(per_hour(rows, c.window_s), 0)} rows / "
+            f"{_f(per_hour(size, c.window_s) / 1e6, 1)} MB"
+            for t, (rows, size) in c.growth.items()
+            if rows or size
+        ]
         if grown:
             out.append("  - per hour: " + "; ".join(grown))
     if r.created:
-        out.append("\nCreating the movements (engine's create_movement, 8 at a time; each size "
-                   "a clone of the one before plus the difference): "
-                   + ", ".join(f"{n:,} in {s:.0f} s" for n, s in r.created.items())
-                   + "; burst of approvals (approve_movement, 8 at a time, one runtime "
-                   "running): " + ", ".join(f"{n:,} in {s:.0f} s" for n, s in r.approved.items()))
+        out.append(
+            "\nCreating the movements (engine's create_movement, 8 at a time; each size "
+            "a clone of the one before plus the difference): "
+            + ", ".join(f"{n:,} in {s:.0f} s" for n, s in r.created.items())
+            + "; burst of approvals (approve_movement, 8 at a time, one runtime "
+            "running): " + ", ".join(f"{n:,} in {s:.0f} s" for n, s in r.approved.items())
+        )
     for size, prof in r.profiles.items():
         if prof.error:
             out.append(f"\npy-spy, {size:,}: {prof.error}")
             continue
         top = ", ".join(f"{k} {prof.share(v):.0f} %" for k, v in prof.categories.most_common(5))
         passes = ", ".join(f"{k} {prof.share(v):.0f} %" for k, v in prof.passes.most_common(4))
-        out.append(f"\npy-spy of the first runtime, {size:,}, {prof.seconds:g} s of the catch-up "
-                   f"after the burst ({prof.samples:,} samples with the GIL): {top}; by pass: "
-                   f"{passes}")
+        out.append(
+            f"\npy-spy of the first runtime, {size:,}, {prof.seconds:g} s of the catch-up "
+            f"after the burst ({prof.samples:,} samples with the GIL): {top}; by pass: "
+            f"{passes}"
+        )
     problems = r.problems + [p for c in r.cases for p in c.problems]
     if problems:
         out.append("\n## Problems seen\n")
@@ -734,22 +834,38 @@ def build(r: Results) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.waiting",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="1000,10000,50000",
-                        help="movements in flight, comma-separated (default 1000,10000,50000)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.waiting", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--sizes",
+        default="1000,10000,50000",
+        help="movements in flight, comma-separated (default 1000,10000,50000)",
+    )
     parser.add_argument("--runtimes", default="1,2", help="1, 2 or 1,2 (default both)")
     parser.add_argument("--window", type=float, default=60.0, help="steady window, s")
-    parser.add_argument("--burst-tail", type=float, default=60.0,
-                        help="seconds measured after the burst of approvals")
-    parser.add_argument("--cycle-limit", type=float, default=90.0,
-                        help="longest wait for the first full cycle, s")
+    parser.add_argument(
+        "--burst-tail",
+        type=float,
+        default=60.0,
+        help="seconds measured after the burst of approvals",
+    )
+    parser.add_argument(
+        "--cycle-limit", type=float, default=90.0, help="longest wait for the first full cycle, s"
+    )
     parser.add_argument("--pickups", type=int, default=50, help="pickup samples per case")
-    parser.add_argument("--profile", type=float, default=15.0,
-                        help="seconds of py-spy on the first runtime during the catch-up after "
-                        "the burst (0: none)")
-    parser.add_argument("--profile-from", type=int, default=PROFILE_MIN_SIZE,
-                        help="smallest size profiled (default %(default)s)")
+    parser.add_argument(
+        "--profile",
+        type=float,
+        default=15.0,
+        help="seconds of py-spy on the first runtime during the catch-up after the burst (0: none)",
+    )
+    parser.add_argument(
+        "--profile-from",
+        type=int,
+        default=PROFILE_MIN_SIZE,
+        help="smallest size profiled (default %(default)s)",
+    )
     parser.add_argument("--keep-server", action="store_true")
     parser.add_argument("--output", type=Path, default=RESULTS / "waiting-latest.md")
     args = parser.parse_args(argv)
@@ -763,10 +879,16 @@ def main(argv: list[str] | None = None) -> int:
         command="python -m bench.waiting " + " ".join(argv if argv is not None else sys.argv[1:]),
         code=code_version(),
         machine=machine(),
-        options={"sizes": args.sizes, "runtimes": args.runtimes, "window_s": args.window,
-                 "burst_tail_s": args.burst_tail, "cycle_limit_s": args.cycle_limit,
-                 "pickups": args.pickups, "sample_s": SAMPLE_SECONDS,
-                 "profile_s": args.profile},
+        options={
+            "sizes": args.sizes,
+            "runtimes": args.runtimes,
+            "window_s": args.window,
+            "burst_tail_s": args.burst_tail,
+            "cycle_limit_s": args.cycle_limit,
+            "pickups": args.pickups,
+            "sample_s": SAMPLE_SECONDS,
+            "profile_s": args.profile,
+        },
     )
     with PrivateServer.running(keep=args.keep_server) as server:
         monitor = load.LoadMonitor(server.postgres_pids)

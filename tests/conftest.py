@@ -85,9 +85,7 @@ def template_db(admin_dsn: str) -> str:
     """The name of a migrated database to clone from (built once per migrations digest)."""
     name = f"qtg_tpl_{_migrations_digest()}"
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
-        ).fetchone()
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if exists:
             return name
         building = f"{name}_building_{uuid.uuid4().hex[:8]}"

@@ -25,8 +25,9 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def row(node: str, count: int, written_at: float, *, started: float = 0.0,
-        commit_after: float = 0.004) -> dict[str, object]:
+def row(
+    node: str, count: int, written_at: float, *, started: float = 0.0, commit_after: float = 0.004
+) -> dict[str, object]:
     """The row the observer writes for its count-th observation at `written_at`."""
     return {
         "id": node,
@@ -99,11 +100,15 @@ def test_growth_per_hour_extrapolates_the_window() -> None:
 
 
 def test_statement_deltas_subtract_and_sort_by_time() -> None:
-    before = [{"query": "claim", "calls": 10, "exec_ms": 5.0},
-              {"query": "idle", "calls": 3, "exec_ms": 1.0}]
-    after = [{"query": "claim", "calls": 30, "exec_ms": 45.0},
-             {"query": "idle", "calls": 3, "exec_ms": 1.0},
-             {"query": "write", "calls": 20, "exec_ms": 2.0}]
+    before = [
+        {"query": "claim", "calls": 10, "exec_ms": 5.0},
+        {"query": "idle", "calls": 3, "exec_ms": 1.0},
+    ]
+    after = [
+        {"query": "claim", "calls": 30, "exec_ms": 45.0},
+        {"query": "idle", "calls": 3, "exec_ms": 1.0},
+        {"query": "write", "calls": 20, "exec_ms": 2.0},
+    ]
     assert statement_deltas(before, after) == [
         {"query": "claim", "calls": 20, "exec_ms": 40.0},
         {"query": "write", "calls": 20, "exec_ms": 2.0},
@@ -114,7 +119,10 @@ def test_growth_per_hour_counts_history_tables_only() -> None:
     from bench.waiting import Case
 
     case = Case(1000, "steady", 1, window_s=60.0)
-    case.growth = {"movement_events": (10, 8192), "audit_events": (5, 0),
-                   "movement_request_nodes": (0, 1_000_000),  # updated in place: bloat
-                   "audit_outbox": (-40, -65536)}  # a queue emptied by the promoter
+    case.growth = {
+        "movement_events": (10, 8192),
+        "audit_events": (5, 0),
+        "movement_request_nodes": (0, 1_000_000),  # updated in place: bloat
+        "audit_outbox": (-40, -65536),
+    }  # a queue emptied by the promoter
     assert case.growth_per_hour() == (900, 8192 * 60)

@@ -166,5 +166,8 @@ def test_as_root_start_changes_no_parent_folder_and_no_login_shell() -> None:
             assert list(server.pgdata.glob(".s.PGSQL.*"))
         assert {p: stat.S_IMODE(p.stat().st_mode) for p in chain} == before
         assert {p: stat.S_IMODE(p.stat().st_mode) for p in wheel_modes} == wheel_modes
-        assert pwd.getpwnam("pgserver").pw_shell in ("/usr/sbin/nologin", "/sbin/nologin",
-                                                    "/bin/false")
+        assert pwd.getpwnam("pgserver").pw_shell in (
+            "/usr/sbin/nologin",
+            "/sbin/nologin",
+            "/bin/false",
+        )

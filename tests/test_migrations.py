@@ -152,9 +152,7 @@ def test_badly_named_migration_file_is_refused(tmp_path: Path) -> None:
 def _qtg(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
     environment.update(env or {})
-    return subprocess.run(
-        [QTG, *args], capture_output=True, text=True, timeout=60, env=environment
-    )
+    return subprocess.run([QTG, *args], capture_output=True, text=True, timeout=60, env=environment)
 
 
 def test_cli_migrate_and_check_exit_codes(empty_dsn: str) -> None:

@@ -70,9 +70,7 @@ def plan(writer: Conn) -> rows.Plan:
     return rows.plan(writer)
 
 
-def test_delivered_on_commit_not_on_rollback(
-    watch: Watch, writer: Conn, plan: rows.Plan
-) -> None:
+def test_delivered_on_commit_not_on_rollback(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
     request_id = rows.request(writer, plan)
     node_id = rows.node(writer, plan, request_id)
 
@@ -111,9 +109,7 @@ def test_node_changes_fire_their_channels(watch: Watch, writer: Conn, plan: rows
     # from NULL (due now) to later, or later still: nobody needs waking
     assert watch.channels(touch("next_observe_at = now() + interval '1 hour'")) == set()
     assert watch.channels(touch("next_observe_at = now() + interval '2 hours'")) == set()
-    assert watch.channels(touch("next_observe_at = now() + interval '1 minute'")) == {
-        "qtg_observe"
-    }
+    assert watch.channels(touch("next_observe_at = now() + interval '1 minute'")) == {"qtg_observe"}
     assert watch.channels(touch("next_observe_at = NULL")) == {"qtg_observe"}
     assert watch.channels(to("OBSERVING")) == {"qtg_events"}  # already observable
     assert watch.channels(to("UNKNOWN")) == {"qtg_recover", "qtg_events"}
@@ -121,9 +117,7 @@ def test_node_changes_fire_their_channels(watch: Watch, writer: Conn, plan: rows
     assert watch.channels(to("COMPLETED")) == {"qtg_events"}
 
 
-def test_request_changes_fire_their_channels(
-    watch: Watch, writer: Conn, plan: rows.Plan
-) -> None:
+def test_request_changes_fire_their_channels(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
     created: list[Any] = []
     assert watch.channels(lambda: created.append(rows.request(writer, plan))) == {"qtg_events"}
     request_id = created[0]
@@ -133,12 +127,15 @@ def test_request_changes_fire_their_channels(
 
     assert watch.channels(to("APPROVED")) == {"qtg_dispatch", "qtg_events"}
     assert watch.channels(to("EXECUTING")) == {"qtg_dispatch", "qtg_events"}
-    assert watch.channels(
-        lambda: writer.execute(
-            "UPDATE movement_requests SET input_params = '{\"x\": 2}' WHERE id = %s",
-            (request_id,),
+    assert (
+        watch.channels(
+            lambda: writer.execute(
+                "UPDATE movement_requests SET input_params = '{\"x\": 2}' WHERE id = %s",
+                (request_id,),
+            )
         )
-    ) == set()
+        == set()
+    )
     # needing a person also raises a notification (migration 0011), which wakes its dispatcher
     assert watch.channels(to("MANUAL_INTERVENTION")) == {"qtg_events", "qtg_notification"}
     assert watch.channels(to("EXECUTING")) == {"qtg_dispatch", "qtg_events"}
@@ -162,9 +159,7 @@ def test_events_of_one_transaction_fold_into_one_notify(
 def test_expiry_fires_qtg_expire(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
     created: list[Any] = []
     assert watch.channels(
-        lambda: created.append(
-            rows.request(writer, plan, expires_at="2099-01-01T00:00:00Z")
-        )
+        lambda: created.append(rows.request(writer, plan, expires_at="2099-01-01T00:00:00Z"))
     ) == {"qtg_expire", "qtg_events"}
     moved = watch.channels(
         lambda: writer.execute(
@@ -182,9 +177,7 @@ def test_expiry_fires_qtg_expire(watch: Watch, writer: Conn, plan: rows.Plan) ->
     assert watch.channels(lambda: writer.execute(proposal, (None,))) == set()
 
 
-def test_callbacks_fire_on_insert_and_requeue(
-    watch: Watch, writer: Conn, plan: rows.Plan
-) -> None:
+def test_callbacks_fire_on_insert_and_requeue(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
     created: list[Any] = []
     assert watch.channels(
         lambda: created.append(rows.request(writer, plan, callback_url="http://127.0.0.1:9/h"))
@@ -211,9 +204,7 @@ def test_audit_outbox_insert_fires_qtg_audit(watch: Watch, writer: Conn) -> None
     assert watch.fired(lambda: writer.execute(insert)) == [("qtg_audit", "")]
 
 
-def test_notify_off_silences_every_channel(
-    watch: Watch, writer: Conn, plan: rows.Plan
-) -> None:
+def test_notify_off_silences_every_channel(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
     def busy() -> None:
         request_id = rows.request(
             writer, plan, callback_url="http://127.0.0.1:9/h", expires_at="2099-01-01T00:00:00Z"

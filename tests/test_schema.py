@@ -49,16 +49,12 @@ def _refusal(conn: psycopg.Connection[Any], statement: Any) -> str | None:
 
 def test_transition_tables_equal_the_domain_lists(conn: psycopg.Connection[Any]) -> None:
     node_pairs = set(conn.execute("SELECT from_state, to_state FROM node_state_transitions"))
-    request_pairs = set(
-        conn.execute("SELECT from_state, to_state FROM request_state_transitions")
-    )
+    request_pairs = set(conn.execute("SELECT from_state, to_state FROM request_state_transitions"))
     assert node_pairs == {(str(a), str(b)) for a, b in NODE_TRANSITIONS}
     assert request_pairs == {(str(a), str(b)) for a, b in REQUEST_TRANSITIONS}
 
 
-def test_every_node_transition_is_enforced(
-    conn: psycopg.Connection[Any], plan: rows.Plan
-) -> None:
+def test_every_node_transition_is_enforced(conn: psycopg.Connection[Any], plan: rows.Plan) -> None:
     wrong: list[str] = []
     for src, dst in itertools.product(NodeState, repeat=2):
         with conn.transaction():
@@ -68,8 +64,9 @@ def test_every_node_transition_is_enforced(
             state = _refusal(conn, lambda n=node_id, d=dst: rows.set_node_state(conn, n, d))
             expected = None if node_transition_allowed(src, dst) else ILLEGAL_TRANSITION
             if state != expected:
-                wrong.append(f"{src} -> {dst}: got {state or 'accepted'}, expected "
-                             f"{expected or 'accepted'}")
+                wrong.append(
+                    f"{src} -> {dst}: got {state or 'accepted'}, expected {expected or 'accepted'}"
+                )
             raise psycopg.Rollback()
     assert not wrong, "\n".join(wrong)
 
@@ -82,13 +79,12 @@ def test_every_request_transition_is_enforced(
         with conn.transaction():
             request_id = rows.request(conn, plan)
             rows.walk_request_to(conn, request_id, src)
-            state = _refusal(
-                conn, lambda r=request_id, d=dst: rows.set_request_state(conn, r, d)
-            )
+            state = _refusal(conn, lambda r=request_id, d=dst: rows.set_request_state(conn, r, d))
             expected = None if request_transition_allowed(src, dst) else ILLEGAL_TRANSITION
             if state != expected:
-                wrong.append(f"{src} -> {dst}: got {state or 'accepted'}, expected "
-                             f"{expected or 'accepted'}")
+                wrong.append(
+                    f"{src} -> {dst}: got {state or 'accepted'}, expected {expected or 'accepted'}"
+                )
             raise psycopg.Rollback()
     assert not wrong, "\n".join(wrong)
 
@@ -168,9 +164,7 @@ def _events(conn: psycopg.Connection[Any], request_id: Any) -> list[tuple[Any, .
     ).fetchall()
 
 
-def test_node_state_change_writes_its_event(
-    conn: psycopg.Connection[Any], plan: rows.Plan
-) -> None:
+def test_node_state_change_writes_its_event(conn: psycopg.Connection[Any], plan: rows.Plan) -> None:
     request_id = rows.request(conn, plan)
     node_id = rows.node(conn, plan, request_id)
     before = _events(conn, request_id)
@@ -178,7 +172,7 @@ def test_node_state_change_writes_its_event(
     conn.execute(
         "UPDATE movement_request_nodes SET artifacts = '{\"x\": 1}' WHERE id = %s", (node_id,)
     )
-    new = _events(conn, request_id)[len(before):]
+    new = _events(conn, request_id)[len(before) :]
     assert [e[1:] for e in new] == [("node_state_changed", node_id, "BLOCKED", "READY")]
 
 

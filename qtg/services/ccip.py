@@ -48,6 +48,7 @@ log = logging.getLogger("qtg.services.ccip")
 
 REAP_BATCH = 100
 
+
 async def list_intents(db: Database, request_id: Any) -> list[dict[str, Any]]:
     async with db.transaction() as tx:
         rows = await tx.fetch(SQL.list_intents, {"request_id": request_id})

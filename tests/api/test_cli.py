@@ -70,7 +70,12 @@ async def test_token_create_on_the_embedded_database_names_its_socket() -> None:
         # the README's first step on a fresh machine: no runtime start, no `qtg migrate`
         # before it; the embedded database is migrated for the command
         created = await _qtg(
-            "token", "create", "--name", "dana", "--role", "viewer",
+            "token",
+            "create",
+            "--name",
+            "dana",
+            "--role",
+            "viewer",
             MG_EMBEDDED_DATA_DIR=str(data),
         )
     assert created.returncode == 0, created.stderr
@@ -182,7 +187,8 @@ def test_format_event_and_url() -> None:
         "#7       10:00:00.123 r1"
     )
     assert stream_url("https://h:1/base/", {"after": 3, "request_id": None}) == (
-        "wss://h:1/base/v3/stream?after=3")
+        "wss://h:1/base/v3/stream?after=3"
+    )
 
 
 def test_a_closed_stream_is_described_in_words() -> None:

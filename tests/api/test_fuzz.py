@@ -191,15 +191,23 @@ async def test_the_document_is_as_strict_as_validation(api: Api) -> None:
         edge = graph["properties"]["edges"]["items"]
         assert (edge["minItems"], edge["maxItems"]) == (2, 2)
     # what the document says is refused, validation refuses too
-    r = await api["admin"].post("/v3/templates", json={
-        "template_key": "t.doc", "name": "x",
-        "graph": {"nodes": [{"key": "a", "kind": "teleport", "action_type": "x"}]},
-    })
+    r = await api["admin"].post(
+        "/v3/templates",
+        json={
+            "template_key": "t.doc",
+            "name": "x",
+            "graph": {"nodes": [{"key": "a", "kind": "teleport", "action_type": "x"}]},
+        },
+    )
     assert r.status_code == 422 and r.json()["error"]["detail"]["field"].startswith("graph")
     await make_template(api)
     r = await api["alice"].post(
-        "/v3/movements", headers={"Idempotency-Key": "doc-1"},
-        json={"template_key": "t.manual", "callback_url": "ftp://example.test/x",
-              "intent": {"asset": "USDC", "amount": "1", "destination": "0xabc"}},
+        "/v3/movements",
+        headers={"Idempotency-Key": "doc-1"},
+        json={
+            "template_key": "t.manual",
+            "callback_url": "ftp://example.test/x",
+            "intent": {"asset": "USDC", "amount": "1", "destination": "0xabc"},
+        },
     )
     assert r.status_code == 422 and r.json()["error"]["detail"]["field"] == "callback_url"

@@ -29,9 +29,7 @@ async def test_racing_batch_passes_claim_and_submit_each_node_exactly_once(
     for i in range(total):
         await movement(svc, "burst", key=f"burst-{i}")
     settings = svc.settings.replace(node_dispatch_batch_size=16)
-    claimed, overlapping = await race_passes(
-        svc, dsn, settings, dispatch_ready_nodes, more=READY
-    )
+    claimed, overlapping = await race_passes(svc, dsn, settings, dispatch_ready_nodes, more=READY)
 
     assert overlapping > 1  # the passes really raced
     assert max(claimed) > 1  # and a pass really claimed a batch

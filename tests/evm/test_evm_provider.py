@@ -244,9 +244,7 @@ async def test_the_reaper_settles_only_its_own_classs_reservations(anvil, dsn, d
                 db, request_node_id=node_ids[cls], attempt_no=1, chain_floor=floor, **args
             )
         query(dsn, "SELECT pg_sleep(0.01)")  # updated_at strictly older than the 1 ms threshold
-        reservations = (
-            "SELECT request_node_id, state FROM evm_nonce_reservations ORDER BY nonce"
-        )
+        reservations = "SELECT request_node_id, state FROM evm_nonce_reservations ORDER BY nonce"
         ctx = ServiceContext(db=db, settings=settings, providers=registry)
         assert await evm_nonces.reap_stale_nonces(ctx) == 1
         assert query(dsn, reservations) == [

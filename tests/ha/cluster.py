@@ -72,10 +72,14 @@ class Server:
         self.proc = subprocess.Popen(
             [
                 str(self.bin_dir / "postgres"),
-                "-D", str(self.data),
-                "-p", str(self.port),
-                "-c", f"listen_addresses={self.listen}",
-                "-c", f"unix_socket_directories={self.data.parent}",
+                "-D",
+                str(self.data),
+                "-p",
+                str(self.port),
+                "-c",
+                f"listen_addresses={self.listen}",
+                "-c",
+                f"unix_socket_directories={self.data.parent}",
             ],
             stdout=log,
             stderr=log,
@@ -154,8 +158,17 @@ class Cluster:
     def start(self, *, synchronous: bool) -> None:
         if self.user is not None:
             os.chown(self.root, self.user.pw_uid, self.user.pw_gid)
-        self._run("initdb", "-D", str(self.primary.data), "-U", "postgres", "--auth=trust",
-                  "-E", "UTF8", "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.primary.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         sync_names = f"'{STANDBY_NAME}'" if synchronous else "''"
         with open(self.primary.data / "postgresql.conf", "a") as conf:
             conf.write(
@@ -170,8 +183,14 @@ class Cluster:
             hba.write("host replication all 127.0.0.1/32 trust\n")
         self.primary.start()
         self._run(
-            "pg_basebackup", "-D", str(self.standby.data), "-R", "-X", "stream",
-            "-d", f"host=127.0.0.1 port={self.primary.port} user=postgres",
+            "pg_basebackup",
+            "-D",
+            str(self.standby.data),
+            "-R",
+            "-X",
+            "stream",
+            "-d",
+            f"host=127.0.0.1 port={self.primary.port} user=postgres",
         )
         with open(self.standby.data / "postgresql.auto.conf", "a") as conf:
             conf.write(
@@ -253,8 +272,17 @@ def single_server(*, listen: str, conf: str) -> Iterator[Server]:
     try:
         if made.user is not None:
             os.chown(root, made.user.pw_uid, made.user.pw_gid)
-        made._run("initdb", "-D", str(server.data), "-U", "postgres", "--auth=trust",
-                  "-E", "UTF8", "--no-sync")
+        made._run(
+            "initdb",
+            "-D",
+            str(server.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         with open(server.data / "postgresql.conf", "a") as f:
             f.write("\n# tests/ha/cluster.py\nfsync = off\nmax_connections = 200\n" + conf)
         with open(server.data / "pg_hba.conf", "a") as hba:

@@ -277,19 +277,21 @@ def test_required_synchronous_replication_holds_submits_until_a_sync_standby_str
         c.primary.execute("ALTER SYSTEM SET synchronous_standby_names = 'standby1'")
         c.primary.execute("SELECT pg_reload_conf()")
         c.wait_streaming(synchronous=True)
-        wait_until(
-            lambda: set(request_states(dsn, ids).values()) == {"COMPLETED"}, 60, "the drain"
-        )
+        wait_until(lambda: set(request_states(dsn, ids).values()) == {"COMPLETED"}, 60, "the drain")
         assert judge_by_chain(anvil, batch, count) == {
-            "once": count, "never": 0, "more": 0, "wrong": 0
+            "once": count,
+            "never": 0,
+            "more": 0,
+            "wrong": 0,
         }
         assert anvil.nonce(SIGNER) == first_nonce + count
-        open_pages = "SELECT count(*) FROM notifications WHERE kind = 'durability_hold'" \
+        open_pages = (
+            "SELECT count(*) FROM notifications WHERE kind = 'durability_hold'"
             " AND resolved_at IS NULL"
+        )
         assert query(dsn, open_pages) == [(0,)]
         readyz = http_json(proc, "/readyz")
         assert readyz["durability"]["synchronous"] is True
         assert readyz["durability"]["held"] is False
         wait_until(lambda: gauge(proc, "qtg_database_synchronous_replication") == 1, 10, "gauge")
         assert gauge(proc, "qtg_dispatch_held_for_durability") == 0
-

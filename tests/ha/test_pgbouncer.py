@@ -95,9 +95,9 @@ def seed(dsn: str, count: int) -> list[str]:
 
 
 def completed(dsn: str) -> int:
-    return query(
-        dsn, "SELECT count(*) FROM movement_requests WHERE request_state = 'COMPLETED'"
-    )[0][0]
+    return query(dsn, "SELECT count(*) FROM movement_requests WHERE request_state = 'COMPLETED'")[
+        0
+    ][0]
 
 
 def test_four_runtimes_through_pgbouncer_across_its_restart_submit_once(dsn, procs) -> None:

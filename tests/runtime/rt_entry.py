@@ -22,12 +22,19 @@ from qtg.runtime.registry import LoadedWorker, WorkerSpec
 from qtg.runtime.supervision import WorkerFn
 
 ALL = {
-    "job_runner": WorkerSpec("job_runner", "core", "rt_workload.process_jobs",
-                             "node_dispatch_interval_seconds", "qtg_dispatch"),
-    "core_crasher": WorkerSpec("core_crasher", "core", "rt_workload.idle",
-                               "node_recovery_interval_seconds"),
-    "sidecar_crasher": WorkerSpec("sidecar_crasher", "sidecar", "rt_workload.idle",
-                                  "executor_health_interval_seconds"),
+    "job_runner": WorkerSpec(
+        "job_runner",
+        "core",
+        "rt_workload.process_jobs",
+        "node_dispatch_interval_seconds",
+        "qtg_dispatch",
+    ),
+    "core_crasher": WorkerSpec(
+        "core_crasher", "core", "rt_workload.idle", "node_recovery_interval_seconds"
+    ),
+    "sidecar_crasher": WorkerSpec(
+        "sidecar_crasher", "sidecar", "rt_workload.idle", "executor_health_interval_seconds"
+    ),
 }
 
 
@@ -51,7 +58,5 @@ def worker_factory(worker: LoadedWorker, runtime: assembly.Runtime) -> WorkerFn:
 if __name__ == "__main__":
     names = [n for n in os.environ.get("RT_WORKERS", "job_runner").split(",") if n]
     sys.exit(
-        launcher.main(
-            sys.argv[1:], specs=[ALL[n] for n in names], worker_factory=worker_factory
-        )
+        launcher.main(sys.argv[1:], specs=[ALL[n] for n in names], worker_factory=worker_factory)
     )

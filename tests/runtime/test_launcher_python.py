@@ -65,4 +65,3 @@ def test_qtg_python_is_the_interpreter_used() -> None:
     assert r.stderr.strip() == (
         "qtg-runtime: QTG_PYTHON=/nonexistent/python3 is not an executable python"
     )
-

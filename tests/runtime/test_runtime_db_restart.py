@@ -26,15 +26,19 @@ from runtime.test_runtime_end_to_end import CHAIN, POOL, create_and_approve, sub
 pytestmark = pytest.mark.slow
 
 SLOW = "restart.slow_chain"  # in flight for a few seconds: the outage hits it mid-way
-_BEHAVIOUR = {"sandbox": {"latency_ms": 100, "observations_to_complete": 4,
-                          "retry_after_seconds": 0.3}}
+_BEHAVIOUR = {
+    "sandbox": {"latency_ms": 100, "observations_to_complete": 4, "retry_after_seconds": 0.3}
+}
 SLOW_GRAPH = {
     "nodes": [
         {"key": "send", "kind": "action", "action_type": "ccip_send", "config": _BEHAVIOUR},
-        {"key": "deliver", "kind": "observe", "action_type": "ccip_delivery",
-         "config": _BEHAVIOUR},
-        {"key": "withdraw", "kind": "action", "action_type": "cex_withdrawal",
-         "config": _BEHAVIOUR},
+        {"key": "deliver", "kind": "observe", "action_type": "ccip_delivery", "config": _BEHAVIOUR},
+        {
+            "key": "withdraw",
+            "kind": "action",
+            "action_type": "cex_withdrawal",
+            "config": _BEHAVIOUR,
+        },
     ],
     "edges": [["send", "deliver"], ["deliver", "withdraw"]],
 }
@@ -44,8 +48,9 @@ TERMINAL = {"COMPLETED", "FAILED", "MANUAL_INTERVENTION", "CANCELLED", "REJECTED
 def add_slow_template(dsn: str) -> None:
     async def run() -> None:
         async with Database(dsn, min_size=1, max_size=1) as db:
-            await create_template(db, template_key=SLOW, name="slow", graph=SLOW_GRAPH,
-                                  actor="admin")
+            await create_template(
+                db, template_key=SLOW, name="slow", graph=SLOW_GRAPH, actor="admin"
+            )
 
     trio.run(run)
 
@@ -97,10 +102,16 @@ def test_runtime_survives_a_database_restart(server: EmbeddedPostgres) -> None:
         proc.wait_for(message("listen connection restored; waking every worker"), 30)
 
         after = create_and_approve(dsn, CHAIN, 5, batch="after")
-        wait_until(lambda: set(states(dsn, after).values()) == {"COMPLETED"}, 60,
-                   "work after the restart to complete by itself")
-        wait_until(lambda: set(states(dsn, in_flight).values()) <= TERMINAL, 60,
-                   "the movements caught by the outage to settle")
+        wait_until(
+            lambda: set(states(dsn, after).values()) == {"COMPLETED"},
+            60,
+            "work after the restart to complete by itself",
+        )
+        wait_until(
+            lambda: set(states(dsn, in_flight).values()) <= TERMINAL,
+            60,
+            "the movements caught by the outage to settle",
+        )
 
         total, nodes, duplicates = submissions(dsn)
         assert duplicates == 0 and total == nodes  # nothing submitted twice

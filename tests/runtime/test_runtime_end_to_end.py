@@ -64,10 +64,6 @@ def create_and_approve(dsn: str, template_key: str, n: int = 1, batch: str = "a"
     return trio.run(run)
 
 
-
-
-
-
 def submissions(dsn: str) -> tuple[int, int, int]:
     [(total, nodes, duplicates)] = query(
         dsn,
@@ -113,7 +109,9 @@ def test_five_node_chain_completes_by_itself_well_under_a_second(dsn, procs) -> 
 def test_polling_mode_moves_at_the_pace_of_the_intervals(dsn, procs) -> None:
     dispatch_s, observe_s = 0.2, 0.5
     proc = launch(
-        procs, dsn, "--seed-demo",
+        procs,
+        dsn,
+        "--seed-demo",
         MG_REACTIVE="false",
         MG_NODE_DISPATCH_INTERVAL_SECONDS=str(dispatch_s),
         MG_NODE_OBSERVE_INTERVAL_SECONDS=str(observe_s),
@@ -136,8 +134,11 @@ def test_two_runtimes_share_the_work_and_never_submit_twice(dsn, procs) -> None:
     wait_until(lambda: all_completed(dsn, ids), 30, "30 movements to complete")
     assert submissions(dsn) == (60, 60, 0)  # 2 action nodes each, one submit each
     for proc in (first, second):
-        passes = [r for r in proc.records()
-                  if r.get("msg") == "pass" and r.get("worker") == "node_dispatcher"]
+        passes = [
+            r
+            for r in proc.records()
+            if r.get("msg") == "pass" and r.get("worker") == "node_dispatcher"
+        ]
         assert passes, "both runtimes dispatched"
 
 
@@ -177,8 +178,9 @@ def test_embedded_postgres_stopped_when_the_runtime_fails(
     data = data_root / "qtg-data"
     trigger = tmp_path / "crash"
     proc = RuntimeProcess.entry(
-        base_env(MG_EMBEDDED_DATA_DIR=str(data), RT_WORKERS="core_crasher",
-                 RT_CRASH_FILE=str(trigger))
+        base_env(
+            MG_EMBEDDED_DATA_DIR=str(data), RT_WORKERS="core_crasher", RT_CRASH_FILE=str(trigger)
+        )
     )
     procs.append(proc)
     pid = proc.wait_for(lambda r: r.get("msg") == "embedded PostgreSQL started", 60)["pid"]

@@ -146,14 +146,21 @@ async def test_seed_beat_crash_rows(db: Database) -> None:
     from datetime import UTC, datetime
 
     ok_at = datetime.now(UTC)
-    await write_beat(db, "mainnet", P1, ROWS[0], Beat("node_dispatcher", "running", 3, 7,
-                                                     0, ok_at, None))
-    await write_beat(db, "mainnet", P1, ROWS[0], Beat("node_dispatcher", "running", 1, 1,
-                                                     0, None, None))
+    await write_beat(
+        db, "mainnet", P1, ROWS[0], Beat("node_dispatcher", "running", 3, 7, 0, ok_at, None)
+    )
+    await write_beat(
+        db, "mainnet", P1, ROWS[0], Beat("node_dispatcher", "running", 1, 1, 0, None, None)
+    )
     # a second process on the same database writes its own row, never the first's
     await seed_heartbeats(db, "mainnet", P2, ROWS)
-    await write_beat(db, "mainnet", P2, ROWS[0], Beat("node_dispatcher", "backoff", 2, 1,
-                                                     5, None, "OperationalError: gone"))
+    await write_beat(
+        db,
+        "mainnet",
+        P2,
+        ROWS[0],
+        Beat("node_dispatcher", "backoff", 2, 1, 5, None, "OperationalError: gone"),
+    )
     mine = _rows(await list_heartbeats(db, "mainnet"), "node_dispatcher")
     assert set(mine) == {P1.instance_id, P2.instance_id}
     first, second = mine[P1.instance_id], mine[P2.instance_id]
@@ -167,12 +174,14 @@ async def test_seed_beat_crash_rows(db: Database) -> None:
     await mark_crashed(db, "mainnet", P2, "callback_dispatcher", "RuntimeError: boom")
     crashed = _rows(await list_heartbeats(db, "mainnet"), "callback_dispatcher")
     assert (crashed[P2.instance_id]["status"], crashed[P2.instance_id]["last_error"]) == (
-        "crashed", "RuntimeError: boom"
+        "crashed",
+        "RuntimeError: boom",
     )
     assert crashed[P1.instance_id]["status"] == "starting"
     # ...and the next beat of a live process does not overwrite it
-    await write_beat(db, "mainnet", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0,
-                                                     None, None))
+    await write_beat(
+        db, "mainnet", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0, None, None)
+    )
     crashed = _rows(await list_heartbeats(db, "mainnet"), "callback_dispatcher")
     assert crashed[P2.instance_id]["status"] == "crashed"
     # testnet untouched
@@ -184,11 +193,13 @@ async def test_worker_view_shows_a_dead_instance_beside_a_live_one(db: Database)
     await seed_heartbeats(db, "default", P1, ROWS)
     await seed_heartbeats(db, "default", P2, ROWS)
     for p in (P1, P2):
-        await write_beat(db, "default", p, ROWS[1], Beat("callback_dispatcher", "running", 2, 3,
-                                                        0, None, None))
+        await write_beat(
+            db, "default", p, ROWS[1], Beat("callback_dispatcher", "running", 2, 3, 0, None, None)
+        )
     await mark_crashed(db, "default", P2, "callback_dispatcher", "RuntimeError: boom")
-    await write_beat(db, "default", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0,
-                                                     None, None))
+    await write_beat(
+        db, "default", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0, None, None)
+    )
     view = {w["worker_name"]: w for w in await readmodels.list_workers(db, network_class="default")}
     worker = view["callback_dispatcher"]
     assert worker["status"] == "crashed", "the live instance masked the dead one"
@@ -196,15 +207,17 @@ async def test_worker_view_shows_a_dead_instance_beside_a_live_one(db: Database)
     assert (worker["live_instances"], worker["dead_instances"]) == (1, 1)
     assert (worker["iterations"], worker["items"]) == (5, 6)  # both processes' work
     assert {(i["host"], i["pid"], i["status"]) for i in worker["instances"]} == {
-        ("host-a", 1, "running"), ("host-b", 2, "crashed")
+        ("host-a", 1, "running"),
+        ("host-b", 2, "crashed"),
     }
     assert view["node_dispatcher"]["status"] == "starting"
     assert view["node_dispatcher"]["live_instances"] == 2
 
     # host-b starts the worker again: the restart supersedes its dead instance
     await seed_heartbeats(db, "default", ProcessId("host-b", 9, "host-b:9:dd"), ROWS)
-    worker = {w["worker_name"]: w for w in await readmodels.list_workers(
-        db, network_class="default")}["callback_dispatcher"]
+    worker = {
+        w["worker_name"]: w for w in await readmodels.list_workers(db, network_class="default")
+    }["callback_dispatcher"]
     assert worker["status"] != "crashed" and worker["dead_instances"] == 0
     assert [i["superseded"] for i in worker["instances"] if i["status"] == "crashed"] == [True]
 
@@ -221,16 +234,16 @@ async def test_a_restart_on_another_host_does_not_supersede_a_crash(db: Database
 
 
 async def test_beat_recreates_a_deleted_row(db: Database) -> None:
-    await write_beat(db, "default", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0,
-                                                     None, None))
+    await write_beat(
+        db, "default", P1, ROWS[1], Beat("callback_dispatcher", "running", 1, 0, 0, None, None)
+    )
     [row] = await list_heartbeats(db, "default")
     assert row["worker_group"] == "sidecar" and row["iterations"] == 1
 
 
 AGE_ROWS = Query(
     "test/age_heartbeats",
-    "UPDATE worker_heartbeats SET updated_at = now() - %(age)s::interval"
-    " WHERE instance_id = %(i)s",
+    "UPDATE worker_heartbeats SET updated_at = now() - %(age)s::interval WHERE instance_id = %(i)s",
 )
 
 

@@ -58,8 +58,11 @@ def test_json_lines_carry_extras_and_no_secrets(restore_root_logging) -> None:
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert len(lines) == 2
     assert lines[0]["msg"] == "hello world"
-    assert (lines[0]["worker"], lines[0]["items"], lines[0]["level"]) == ("node_dispatcher", 3,
-                                                                          "info")
+    assert (lines[0]["worker"], lines[0]["items"], lines[0]["level"]) == (
+        "node_dispatcher",
+        3,
+        "info",
+    )
     assert lines[0]["logger"] == "qtg.test" and lines[0]["ts"].endswith("+00:00")
     text = stream.getvalue()
     assert "hunter2" not in text and "cb-secret-1" not in text

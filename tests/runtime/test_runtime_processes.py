@@ -24,8 +24,7 @@ COUNTS = (
     " coalesce(max(processed_count), 0) FROM rt_jobs"
 )
 HEARTBEAT = (
-    "SELECT status, iterations, items, last_error FROM worker_heartbeats"
-    " WHERE worker_name = %s"
+    "SELECT status, iterations, items, last_error FROM worker_heartbeats WHERE worker_name = %s"
 )
 
 
@@ -45,9 +44,7 @@ def counts(dsn: str) -> tuple[int, int, int]:
 
 
 def entry(procs: list, dsn: str, workers: str = "job_runner", **env: str) -> RuntimeProcess:
-    proc = RuntimeProcess.entry(
-        base_env(MG_DATABASE_URL=dsn, RT_WORKERS=workers, **env)
-    )
+    proc = RuntimeProcess.entry(base_env(MG_DATABASE_URL=dsn, RT_WORKERS=workers, **env))
     procs.append(proc)
     return proc
 
@@ -60,8 +57,11 @@ def test_works_reactively_then_stops_cleanly_on_signal(jobs_dsn, procs, sig) -> 
     assert ready["workers"] == ["job_runner"] and ready["reactive"] is True
     add_jobs(jobs_dsn, 23)
     wait_until(lambda: counts(jobs_dsn) == (23, 0, 1), 5, "23 jobs done once each")
-    wait_until(lambda: query(jobs_dsn, HEARTBEAT, ("job_runner",))[0][2] == 23, 5,
-               "the heartbeat counted 23 items")
+    wait_until(
+        lambda: query(jobs_dsn, HEARTBEAT, ("job_runner",))[0][2] == 23,
+        5,
+        "the heartbeat counted 23 items",
+    )
 
     started = time.monotonic()
     proc.send(sig)
@@ -158,8 +158,11 @@ def test_sidecar_crash_is_recorded_and_the_rest_runs_on(jobs_dsn, procs, tmp_pat
     add_jobs(jobs_dsn, 7)  # the core worker goes on
     wait_until(lambda: counts(jobs_dsn) == (7, 0, 1), 5, "jobs done after the crash")
     assert proc.proc.poll() is None
-    crash_logs = [r for r in proc.records() if r.get("worker") == "sidecar_crasher"
-                  and r.get("level") == "error"]
+    crash_logs = [
+        r
+        for r in proc.records()
+        if r.get("worker") == "sidecar_crasher" and r.get("level") == "error"
+    ]
     assert len(crash_logs) == 1 and "crashed" in crash_logs[0]["msg"]
     proc.send(signal.SIGTERM)
     assert proc.wait_exit(5) == 0

@@ -77,38 +77,88 @@ def test_workers_disabled_runs_nothing() -> None:
     ("changes", "capabilities", "worker", "enabled", "reason"),
     [
         # the reapers default on, but need an EVM client qtg does not have: skipped, said why
-        ({}, (), "evm_nonce_reaper", False,
-         "MG_EVM_NONCE_REAPER_ENABLED=true, but it needs an EVM RPC client and EVM "
-         "endpoints (not available)"),
-        ({"evm_nonce_reaper_enabled": False}, ("evm_rpc",), "evm_nonce_reaper", False,
-         "MG_EVM_NONCE_REAPER_ENABLED=false"),
-        ({"ccip_stranded_reaper_enabled": False}, (), "ccip_stranded_reaper", False,
-         "MG_CCIP_STRANDED_REAPER_ENABLED=false"),
+        (
+            {},
+            (),
+            "evm_nonce_reaper",
+            False,
+            "MG_EVM_NONCE_REAPER_ENABLED=true, but it needs an EVM RPC client and EVM "
+            "endpoints (not available)",
+        ),
+        (
+            {"evm_nonce_reaper_enabled": False},
+            ("evm_rpc",),
+            "evm_nonce_reaper",
+            False,
+            "MG_EVM_NONCE_REAPER_ENABLED=false",
+        ),
+        (
+            {"ccip_stranded_reaper_enabled": False},
+            (),
+            "ccip_stranded_reaper",
+            False,
+            "MG_CCIP_STRANDED_REAPER_ENABLED=false",
+        ),
         # the reference gives ccip_stranded_reaper no EVM precondition: on by default, anywhere
         ({}, (), "ccip_stranded_reaper", True, "MG_CCIP_STRANDED_REAPER_ENABLED=true"),
         ({"ccip_enabled": True}, ("ccip_sidecar",), "ccip_drift", True, "MG_CCIP_ENABLED=true"),
         ({}, (), "capital_transfer_followup", False, "MG_CAPITAL_TRANSFER_FOLLOWUP_ENABLED=false"),
         ({}, (), "notification_dispatcher", False, "MG_NOTIFY_ENABLED=false"),
-        ({"balance_history_enabled": False}, (), "balance_history_rollup", False,
-         "MG_BALANCE_HISTORY_ENABLED=false"),
+        (
+            {"balance_history_enabled": False},
+            (),
+            "balance_history_rollup",
+            False,
+            "MG_BALANCE_HISTORY_ENABLED=false",
+        ),
         ({}, (), "cex_transfer_ingest", False, "MG_CEX_TRANSFER_INGEST_VENUES_CSV is empty"),
-        ({"cex_transfer_ingest_venues_csv": " , "}, (), "cex_transfer_ingest", False,
-         "MG_CEX_TRANSFER_INGEST_VENUES_CSV is empty"),
+        (
+            {"cex_transfer_ingest_venues_csv": " , "},
+            (),
+            "cex_transfer_ingest",
+            False,
+            "MG_CEX_TRANSFER_INGEST_VENUES_CSV is empty",
+        ),
         ({}, (), "balance_snapshot", False, "MG_BALANCE_SNAPSHOT_ENABLED=false"),
         ({}, (), "ccip_drift", False, "MG_CCIP_ENABLED=false"),
-        ({"ccip_enabled": True}, (), "ccip_drift", False,
-         "MG_CCIP_ENABLED=true, but it needs a CCIP sidecar client (not available)"),
+        (
+            {"ccip_enabled": True},
+            (),
+            "ccip_drift",
+            False,
+            "MG_CCIP_ENABLED=true, but it needs a CCIP sidecar client (not available)",
+        ),
         ({}, (), "verify_drift", False, "MG_VERIFY_DRIFT_ENABLED=false"),
         # verify_drift re-reads chains: it needs the evm provider's RPC clients (issue 11)
-        ({"verify_drift_enabled": True}, (), "verify_drift", False,
-         "MG_VERIFY_DRIFT_ENABLED=true, but it needs an EVM RPC client and EVM "
-         "endpoints (not available)"),
-        ({"verify_drift_enabled": True}, ("evm_rpc",), "verify_drift", True,
-         "MG_VERIFY_DRIFT_ENABLED=true"),
-        ({"cex_transfer_ingest_venues_csv": "binance, okx"}, (), "cex_transfer_ingest", True,
-         "MG_CEX_TRANSFER_INGEST_VENUES_CSV=binance,okx"),
-        ({"balance_snapshot_enabled": True}, (), "balance_snapshot", True,
-         "MG_BALANCE_SNAPSHOT_ENABLED=true"),
+        (
+            {"verify_drift_enabled": True},
+            (),
+            "verify_drift",
+            False,
+            "MG_VERIFY_DRIFT_ENABLED=true, but it needs an EVM RPC client and EVM "
+            "endpoints (not available)",
+        ),
+        (
+            {"verify_drift_enabled": True},
+            ("evm_rpc",),
+            "verify_drift",
+            True,
+            "MG_VERIFY_DRIFT_ENABLED=true",
+        ),
+        (
+            {"cex_transfer_ingest_venues_csv": "binance, okx"},
+            (),
+            "cex_transfer_ingest",
+            True,
+            "MG_CEX_TRANSFER_INGEST_VENUES_CSV=binance,okx",
+        ),
+        (
+            {"balance_snapshot_enabled": True},
+            (),
+            "balance_snapshot",
+            True,
+            "MG_BALANCE_SNAPSHOT_ENABLED=true",
+        ),
         ({}, (), "balance_history_rollup", True, "MG_BALANCE_HISTORY_ENABLED=true"),
     ],
 )
@@ -126,8 +176,11 @@ def test_skips_worth_a_warning_are_the_ones_whose_flag_said_yes() -> None:
 
 def test_reapers_join_core_when_they_can_run() -> None:
     spec = WorkerSpec(
-        "evm_nonce_reaper", "core", "qtg.services.audit.promote_audit_outbox",
-        "evm_nonce_reaper_interval_seconds", rule=flag("evm_nonce_reaper_enabled"),
+        "evm_nonce_reaper",
+        "core",
+        "qtg.services.audit.promote_audit_outbox",
+        "evm_nonce_reaper_interval_seconds",
+        rule=flag("evm_nonce_reaper_enabled"),
         requires=("evm_rpc",),
     )
     [with_client] = resolve_workers(Settings(), ("evm_rpc",), [spec])
@@ -164,17 +217,23 @@ def test_validate_names_the_worker_and_the_problem(spec, message) -> None:
 
 
 def test_load_imports_at_start_up_and_names_a_typo() -> None:
-    good = WorkerSpec("a", "sidecar", "qtg.services.audit.promote_audit_outbox",
-                      "audit_outbox_promoter_interval_seconds")
+    good = WorkerSpec(
+        "a",
+        "sidecar",
+        "qtg.services.audit.promote_audit_outbox",
+        "audit_outbox_promoter_interval_seconds",
+    )
     [loaded] = load(resolve_workers(Settings(), (), [good]))
     assert loaded.service.__name__ == "promote_audit_outbox" and loaded.next_due is None
 
-    typo_module = WorkerSpec("b", "core", "qtg.services.dispatchh.dispatch_ready_nodes",
-                             "node_dispatch_interval_seconds")
+    typo_module = WorkerSpec(
+        "b", "core", "qtg.services.dispatchh.dispatch_ready_nodes", "node_dispatch_interval_seconds"
+    )
     with pytest.raises(WorkerLoadError, match=r"worker b: cannot import qtg\.services\.dispatchh"):
         load(resolve_workers(Settings(), (), [typo_module]))
-    typo_attr = WorkerSpec("c", "core", "qtg.services.audit.promote_audit_outbx",
-                           "node_dispatch_interval_seconds")
+    typo_attr = WorkerSpec(
+        "c", "core", "qtg.services.audit.promote_audit_outbx", "node_dispatch_interval_seconds"
+    )
     with pytest.raises(WorkerLoadError, match=r"worker c: module qtg\.services\.audit has no"):
         load(resolve_workers(Settings(), (), [typo_attr]))
     with pytest.raises(WorkerLoadError, match="not a dotted path"):

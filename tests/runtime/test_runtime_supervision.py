@@ -94,7 +94,8 @@ async def test_a_failing_crash_report_does_not_spread(autojump_clock) -> None:
 
     with trio.move_on_after(4):
         await run_worker_groups(
-            {"node_dispatcher": core}, {"x": crash_after(1, RuntimeError())},
+            {"node_dispatcher": core},
+            {"x": crash_after(1, RuntimeError())},
             on_crash=on_crash,
         )
     assert core.ticks == 3

@@ -221,12 +221,16 @@ async def test_followup_claims_only_its_class_and_creates_in_the_transfers_class
     assert (await get_capital_transfer(svc.db, orphan["id"]))["status"] == "movement_created"
 
     paging = svc.settings.replace(capital_transfer_stale_seconds=60.0)  # it is an hour old
-    assert await follow_up_pending_capital_transfers(
-        ServiceContext(svc.db, paging, svc.providers)
-    ) == 0
+    assert (
+        await follow_up_pending_capital_transfers(ServiceContext(svc.db, paging, svc.providers))
+        == 0
+    )
     assert await svc.db.fetch(Q["notifications"]) == []
-    assert await follow_up_pending_capital_transfers(
-        ServiceContext(svc.db, paging.replace(network_class="mainnet"), svc.providers)
-    ) == 1
+    assert (
+        await follow_up_pending_capital_transfers(
+            ServiceContext(svc.db, paging.replace(network_class="mainnet"), svc.providers)
+        )
+        == 1
+    )
     [page] = await svc.db.fetch(Q["notifications"])
     assert page["kind"] == "capital_transfer_stale"

@@ -15,9 +15,7 @@ from typing import Any
 from qtg.db import Database, Tx, sql_family
 from qtg.domain.ccip import Execution, IntentState
 
-SQL = sql_family(
-    "ccip", "insert_intent", "for_attempt", "for_message", "move", "resolve_stranded"
-)
+SQL = sql_family("ccip", "insert_intent", "for_attempt", "for_message", "move", "resolve_stranded")
 
 S = IntentState
 UNRESOLVED = (S.PENDING, S.BROADCAST)
