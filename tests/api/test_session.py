@@ -67,7 +67,12 @@ def test_readme_session(dsn: str) -> None:
         for _ in range(2):
             run = subprocess.run(
                 ["bash", "-c", "set -euo pipefail\n" + session],
-                env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+                env=env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
             )
             assert run.returncode == 0, run.stdout + run.stderr
             outputs.append(run.stdout)

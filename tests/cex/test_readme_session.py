@@ -22,8 +22,6 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-
-
 def test_the_readme_ccxt_session_moves_the_amount_once(dsn: str, tmp_path: Path) -> None:
     if find_binary() is None:
         pytest.skip("anvil needs npm")
