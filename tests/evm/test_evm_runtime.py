@@ -8,17 +8,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-import trio
-from runtime.rt_procs import RuntimeProcess, all_completed, base_env, query, wait_until
+from runtime.rt_procs import RuntimeProcess, all_completed, query, wait_until
 
 from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, deploy_token, token_balance
-from qtg.config import Settings
-from qtg.db import Database
-from qtg.services.movements import approve_movement, create_movement
-from qtg.services.templates import create_template
+from evm.test_transient_and_lanes import launch_runtime
+from evm.test_transient_and_lanes import seed as seed_payments
 
 pytestmark = pytest.mark.slow
 
@@ -27,59 +22,13 @@ WEI = 10**18
 
 
 def seed(dsn: str, amounts: list[str], *, token: dict | None = None, batch: str = "a") -> list[str]:
-    """The template (once) and one approved movement per amount: alice asks, bob approves."""
-
-    async def run() -> list[str]:
-        settings = Settings.from_env({}).replace(database_url=dsn)
-        evm: dict[str, Any] = {"chain_id": CHAIN_ID, **(token or {})}
-        key = TEMPLATE + ("." + batch)
-        ids = []
-        async with Database(dsn, min_size=1, max_size=2) as db:
-            await create_template(
-                db,
-                actor="alice",
-                template_key=key,
-                name="EVM transfer",
-                graph={
-                    "nodes": [
-                        {
-                            "key": "send",
-                            "kind": "action",
-                            "action_type": "evm_transfer",
-                            "config": {"evm": evm},
-                        }
-                    ],
-                    "edges": [],
-                },
-            )
-            for i, amount in enumerate(amounts):
-                created, _ = await create_movement(
-                    db,
-                    settings,
-                    template_key=key,
-                    intent={"asset": "ETH", "amount": amount, "destination": ADDRESSES[1]},
-                    idempotency_key=f"evm-{batch}-{i}",
-                    actor="alice",
-                )
-                await approve_movement(db, created["id"], actor="bob")
-                ids.append(str(created["id"]))
-        return ids
-
-    return trio.run(run)
+    """The template (once) and one approved movement per amount to ADDRESSES[1]."""
+    payments = [(ADDRESSES[1], amount) for amount in amounts]
+    return seed_payments(dsn, payments, key=f"{TEMPLATE}.{batch}", token=token)
 
 
 def launch(procs: list, dsn: str, anvil, **env: str) -> RuntimeProcess:
-    proc = RuntimeProcess.launcher(
-        base_env(
-            MG_DATABASE_URL=dsn,
-            MG_DB_POOL_MAX_SIZE="20",
-            MG_PROVIDERS="evm",
-            MG_EVM_SIGNER_PRIVATE_KEY=KEYS[0],
-            **{"MG_EVM_RPC_URLS": f"{CHAIN_ID}={anvil.url}", **env},
-        )
-    )
-    procs.append(proc)
-    return proc
+    return launch_runtime(procs, dsn, anvil.url, **env)
 
 
 def test_read_lag_and_lost_replies_end_completed_and_pay_once(anvil, dsn, procs) -> None:

@@ -95,19 +95,24 @@ def seed(
     return trio.run(run)
 
 
-def launch(procs: list, dsn: str, urls: str, **env: str) -> RuntimeProcess:
+def launch_runtime(procs: list, dsn: str, urls: str, **env: str) -> RuntimeProcess:
+    """A runtime with the evm provider on anvil's first key, reading `urls` (`a|b`)."""
     proc = RuntimeProcess.launcher(
         base_env(
             MG_DATABASE_URL=dsn,
             MG_DB_POOL_MAX_SIZE="20",
             MG_PROVIDERS="evm",
             MG_EVM_SIGNER_PRIVATE_KEY=KEYS[0],
-            MG_EVM_RPC_URLS=f"{CHAIN_ID}={urls}",
-            **{**FAST, **env},
+            **{"MG_EVM_RPC_URLS": f"{CHAIN_ID}={urls}", **env},
         )
     )
     procs.append(proc)
     return proc
+
+
+def launch(procs: list, dsn: str, urls: str, **env: str) -> RuntimeProcess:
+    """`launch_runtime` with this file's fast waits and recovery."""
+    return launch_runtime(procs, dsn, urls, **{**FAST, **env})
 
 
 def nodes(dsn: str, ids: list[str]) -> list[tuple]:
