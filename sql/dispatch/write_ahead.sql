@@ -2,6 +2,11 @@
 -- called, so a crash can never lead to a blind second submit. One statement
 -- for a whole dispatch batch (issue 15): row i of the arrays is one node's
 -- attempt; every node is held by the caller's claim.
+--
+-- The state test is wrapped in IS TRUE (issue 29): the ids' primary key is then
+-- the only index that serves it. Written plainly, with statistics from before
+-- a burst, the planner bitmap-scanned the whole READY index (every node
+-- waiting for dispatch) for a batch of 64: 10.5 ms on 10k in flight.
 UPDATE movement_request_nodes n
 SET node_state = 'SUBMITTING',
     attempt_no = w.attempt_no,
@@ -19,4 +24,4 @@ FROM unnest(%(node_ids)s::uuid[], %(attempt_nos)s::integer[],
             %(idempotency_keys)s::text[], %(prepared_actions)s::jsonb[])
      AS w (node_id, attempt_no, idempotency_key, prepared_action)
 WHERE n.id = w.node_id
-  AND n.node_state = 'READY'
+  AND (n.node_state = 'READY') IS TRUE
