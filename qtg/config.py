@@ -153,6 +153,18 @@ class Settings:
     node_observe_interval_seconds: float = interval("MG_NODE_OBSERVE_INTERVAL_SECONDS", 5.0)
     # Due nodes one observer pass claims.
     node_observe_batch_size: int = count("MG_NODE_OBSERVE_BATCH_SIZE", 10)
+    # Observer batches one runtime keeps in flight at once: each
+    # claims MG_NODE_OBSERVE_BATCH_SIZE nodes, asks the providers and writes the
+    # outcomes, while the others do the same (1: the reference's one batch at a
+    # time). Waiting work is bound by round trips, not CPU: 10,000 nodes at a 10 s
+    # interval need 1,000 observations a second.
+    node_observe_concurrency: int = setting("MG_NODE_OBSERVE_CONCURRENCY", 4, minimum=1)
+    # Observations of one provider (executor) in flight at once across those batches:
+    # a bound on what the observer asks of one remote system (its rate limit, its
+    # connections), whatever the batch size and concurrency.
+    node_observe_provider_concurrency: int = setting(
+        "MG_NODE_OBSERVE_PROVIDER_CONCURRENCY", 16, minimum=1
+    )
     # Enforce a plan node's timeout_policy.observe_seconds (a timed-out node is UNKNOWN, never
     # FAILED).
     observe_timeout_enforcement_enabled: bool = setting(

@@ -7,8 +7,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 import trio
+from psycopg import pq
 
-from qtg.db import Database, Query
+from qtg.db import Database, Jsonb, Query
 from qtg.db.pool import PoolTimeout
 
 JSON = Query("t/json", "SELECT %(a)s::jsonb AS j")
@@ -24,6 +25,7 @@ CLAIM_HIT = Query("t/claim_hit", "INSERT INTO t_pool (n) VALUES (9) RETURNING n"
 BACKEND = Query("t/backend", "SELECT pg_backend_pid() AS pid")
 TERMINATE = Query("t/terminate", "SELECT pg_terminate_backend(%(pid)s)")
 SLEEP = Query("t/sleep", "SELECT pg_sleep(30)")
+SLOW_JSON = Query("t/slow-json", "SELECT pg_sleep(0.005), %(a)s::jsonb AS j")
 ALIVE = Query("t/alive", "SELECT count(*) FROM pg_stat_activity WHERE pid = %(pid)s")
 ACTIVE = Query(
     "t/active",
@@ -115,6 +117,31 @@ async def test_cancellation_inside_a_transaction_returns_the_connection(dsn: str
                 await trio.sleep_forever()
         with trio.fail_after(5):
             assert await small.fetch(ROWS) == []
+
+
+async def test_a_transaction_cancelled_at_its_pipeline_sync_is_not_pooled_again(
+    dsn: str,
+) -> None:
+    # A transaction's first statement travels in one pipeline with its BEGIN and
+    # the deferred writes; a cancellation while that pipeline waits for its sync
+    # (an observer lane cancelled at shutdown) left the connection in pipeline
+    # mode with results on their way, yet idle to the pool's test: the next
+    # transaction on it failed with "unexpected result status from query:
+    # PIPELINE_SYNC" (tests/engine/test_observe_lease.py, now and then). Cancelled
+    # at every point of the round trip in turn, no connection in pipeline mode
+    # may be pooled, and the next transaction always works.
+    async with Database(dsn, min_size=1, max_size=1, connect_timeout=2) as small:
+        await small.execute(CREATE)
+        for step in range(120):
+            with trio.move_on_after((step % 60) * 0.0001):
+                async with small.transaction() as tx:
+                    tx.defer(INSERT, {"n": step})
+                    await tx.fetch(SLOW_JSON, {"a": Jsonb({"step": step})})
+            # the pool's idle connections (white-box: what the next getconn hands out)
+            assert all(c.pgconn.pipeline_status == pq.PipelineStatus.OFF for c, _ in small._idle)
+            with trio.fail_after(5):
+                async with small.transaction() as tx:
+                    assert await tx.fetch(JSON, {"a": Jsonb([step])}) == [{"j": [step]}]
 
 
 async def test_a_connection_the_server_dropped_is_not_handed_out(dsn: str) -> None:

@@ -387,6 +387,12 @@ def _usable(conn: TrioConnection) -> bool:
         and not conn.broken
         and conn.pgconn.status == pq.ConnStatus.OK
         and conn.pgconn.transaction_status == _IDLE
+        # A cancellation while a pipeline waited for its sync leaves the
+        # connection in pipeline mode with results on their way ("cannot exit
+        # pipeline mode while busy"), though it looks idle: the next transaction
+        # on it would read them ("unexpected result status from query:
+        # PIPELINE_SYNC").
+        and conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
         and not socket_has_data(conn)
     )
 

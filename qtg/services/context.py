@@ -4,8 +4,10 @@ and, in a runtime, its in-process wake-ups and metrics."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import trio
 
 from qtg.config import Settings
 from qtg.db import Database
@@ -28,6 +30,17 @@ class ServiceContext:
     metrics: RuntimeMetrics | None = None
     #: The durability policy's latest verdict and hold (issue 27); None outside a runtime.
     durability: DurabilityWatch | None = None
+    #: Per provider (executor key), the bound of its calls in flight that the
+    #: passes sharing this context honour (MG_NODE_OBSERVE_PROVIDER_CONCURRENCY
+    #: for the observer's batches); made on first use (`provider_limit`).
+    provider_limits: dict[str, trio.CapacityLimiter] = field(default_factory=dict)
+
+    def provider_limit(self, key: str, limit: int) -> trio.CapacityLimiter:
+        """The limiter of provider `key`, made with `limit` on first use."""
+        limiter = self.provider_limits.get(key)
+        if limiter is None:
+            limiter = self.provider_limits[key] = trio.CapacityLimiter(limit)
+        return limiter
 
     def node_left_state(self, state: str, seconds: float) -> None:
         """Record that a node this pass moved on spent `seconds` in `state`

@@ -21,21 +21,27 @@ the batch"). Every observation goes through three steps:
    what this observer saw is discarded, never written over a newer claim's.
 
 With MG_NODE_OBSERVE_BATCH_CLAIM (the default, issue 15) step 1 claims up to
-MG_NODE_OBSERVE_BATCH_SIZE nodes in one statement and step 3 writes every
-outcome of the pass in one transaction. With it off, the reference's two
-phases: an unlocked snapshot of up to MG_NODE_OBSERVE_BATCH_SIZE due ids, then
-each node claimed under a miss-only savepoint and taken through the three steps
-on its own.
+MG_NODE_OBSERVE_BATCH_SIZE nodes in one statement, and MG_NODE_OBSERVE_CONCURRENCY
+such batches run side by side (issue 29 item 3: waiting work is bound by round
+trips). Step 3 writes every outcome of a batch in one transaction; when every
+node is still pending — the common case of waiting work — that is ONE statement
+(sql/observe/record_pending_batch.sql: its own lease check, the requests locked
+first, one commit) with no snapshot read. Each provider has at most
+MG_NODE_OBSERVE_PROVIDER_CONCURRENCY observations in flight across the batches.
+With batch claims off, the reference's two phases: an unlocked snapshot of up
+to MG_NODE_OBSERVE_BATCH_SIZE due ids, then each node claimed under a miss-only
+savepoint and taken through the three steps on its own.
 
 Both paths share everything after the claim: `_lease` (step 1's stamp),
 `_observe_leased` (steps 2 and 3), `_look` (the provider call, no writes) and
-`_record` (the writes).
+`_record` / `_pending_params` (the writes).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -50,7 +56,7 @@ from qtg.domain.states import NodeState, RequestState
 from qtg.providers.base import ObserveStatus
 from qtg.providers.registry import UnknownExecutorError
 from qtg.services import progress
-from qtg.services.batch import run_each
+from qtg.services.batch import run_each, run_each_isolated
 from qtg.services.context import ServiceContext
 
 log = logging.getLogger("qtg.services.observe")
@@ -60,7 +66,7 @@ SQL = sql_family(
     "list_due",
     "claim_node",
     "claim_batch",
-    "record_pending",
+    "record_pending_batch",
     "next_due",
     "take_lease",
     "relock_requests",
@@ -75,7 +81,7 @@ CONCURRENCY = 5
 async def observe_active_nodes(ctx: ServiceContext) -> int:
     """One pass: observe due nodes; returns how many were observed."""
     if ctx.settings.node_observe_batch_claim:
-        return await observe_batch(ctx)
+        return await observe_batches(ctx)
     due = await ctx.db.fetch(
         SQL.list_due,
         {
@@ -86,6 +92,42 @@ async def observe_active_nodes(ctx: ServiceContext) -> int:
     if not due:
         return 0
     return await run_each(lambda row: _observe_one(ctx, row["id"]), due, CONCURRENCY)
+
+
+#: Batches one lane of a pass takes in turn before the pass ends (the loop then
+#: goes round at once while there is work): a pass that ends now and then feeds
+#: the worker's heartbeat and metrics.
+LANE_BATCHES = 8
+
+
+async def observe_batches(ctx: ServiceContext) -> int:
+    """MG_NODE_OBSERVE_CONCURRENCY lanes side by side (issue 29 item 3), each
+    taking batches in turn (`observe_batch`) while its claims come back full.
+
+    Waiting work is bound by round trips: one batch is a claim transaction,
+    the provider calls and a write, and the next claim used to wait for all
+    three. With several lanes the claims, the calls and the writes of different
+    batches overlap. The lanes cannot claim each other's nodes: a claim leases
+    its nodes (next_observe_at moves past the observation) in the transaction
+    that locked them. One lane's failure does not cancel the others' calls in
+    flight (their leases would hold their nodes for MG_NODE_OBSERVE_LEASE_SECONDS);
+    it is raised once every lane has stopped.
+    """
+    lanes = ctx.settings.node_observe_concurrency
+    size = ctx.settings.node_observe_batch_size
+
+    async def lane(_: int) -> int:
+        observed = 0
+        for _turn in range(LANE_BATCHES):
+            claimed = await observe_batch(ctx)
+            observed += claimed
+            if claimed < size:
+                break
+        return observed
+
+    if lanes == 1:
+        return await lane(0)
+    return await run_each_isolated(lane, range(lanes), lanes)
 
 
 async def observe_batch(ctx: ServiceContext) -> int:
@@ -235,6 +277,59 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
             for i in range(len(claimed)):
                 nursery.start_soon(look, i)
 
+    pending = [
+        (c, observed)
+        for c, observed in zip(claimed, found, strict=True)
+        if observed is not None and observed.status == ObserveStatus.PENDING
+    ]
+    if len(pending) == len(claimed):
+        # The common case of waiting work: every node still in flight. One
+        # statement, its own lease check, locks and commit (no snapshot: no rule
+        # runs on "still pending").
+        rows = await ctx.db.fetch(SQL.record_pending_batch, _pending_params(lease.token, pending))
+        written = {r["id"] for r in rows}
+        done.left.extend(
+            (c.row["node_state"], float(c.row["in_state_seconds"]))
+            for c in claimed
+            if c.node["id"] in written and c.row["node_state"] != N.OBSERVING
+        )
+        kept = len(written)
+    else:
+        kept = await _record_mixed(ctx, lease, found, done)
+    if kept < len(claimed):
+        log.info(
+            "observations discarded: lease lost or node moved on",
+            extra={"discarded": len(claimed) - kept, "observed": len(claimed)},
+        )
+    _committed(ctx, done)
+
+
+def _pending_params(
+    token: uuid.UUID, pending: Sequence[tuple[Claimed, Observed]]
+) -> dict[str, Any]:
+    """sql/observe/record_pending_batch.sql's parameters: "still pending, next at
+    T" for these observations, under the lease `token`."""
+    return {
+        "lease": token,
+        "request_ids": sorted({c.row["request_id"] for c, _ in pending}),
+        "node_ids": [c.node["id"] for c, _ in pending],
+        "attempts": [c.node["attempt_no"] for c, _ in pending],
+        "intervals": [observe_interval(c.node["action_type"], o.retry_after) for c, o in pending],
+        "details": [o.detail for _, o in pending],
+        "refs": [Jsonb(o.refs or {}) for _, o in pending],
+        "artifacts": [Jsonb(o.artifacts or {}) for _, o in pending],
+    }
+
+
+async def _record_mixed(
+    ctx: ServiceContext, lease: Lease, found: Sequence[Observed | None], done: Done
+) -> int:
+    """Some observation moved its node on: in one short transaction, re-lock the
+    requests, keep the nodes whose lease still holds, and write every outcome
+    on a snapshot read under those locks (the PENDING ones in one statement).
+    Nodes of one request share its snapshot, so each outcome's rules see the
+    ones written before it. Returns how many outcomes were written."""
+    claimed = lease.claimed
     request_ids = sorted({c.row["request_id"] for c in claimed})
     async with ctx.db.transaction() as tx:
         requests = await tx.fetch(SQL.relock_requests, {"request_ids": request_ids})
@@ -253,15 +348,10 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
         kept = [
             (c, observed)
             for c, observed in zip(claimed, found, strict=True)
-            if c.node["id"] in held and c.row["request_id"] in executing
+            if observed is not None and c.node["id"] in held and c.row["request_id"] in executing
         ]
-        if len(kept) < len(claimed):
-            log.info(
-                "observations discarded: lease lost or node moved on",
-                extra={"discarded": len(claimed) - len(kept), "observed": len(claimed)},
-            )
         if not kept:
-            return
+            return 0
         needed = {c.row["request_id"] for c, _ in kept}
         snaps = await progress.snapshots_from_claim(
             tx, [r for r in requests if r["request_id"] in needed]
@@ -269,19 +359,25 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
         ready_before = {
             n["id"] for snap in snaps.values() for n in snap.nodes if n["node_state"] == N.READY
         }
+        pending: list[tuple[Claimed, Observed]] = []
         for c, observed in kept:
-            assert observed is not None
             snap = snaps[c.row["request_id"]]
             node = snap.node_by_id(c.node["id"])
-            await _record(tx, snap, node, observed)
+            if observed.status == ObserveStatus.PENDING:
+                pending.append((c, observed))
+                node["node_state"] = N.OBSERVING  # mirrored, as progress does for its changes
+            else:
+                await _record(tx, snap, node, observed)
             if node["node_state"] != c.row["node_state"]:
                 done.left.append((c.row["node_state"], float(c.row["in_state_seconds"])))
+        if pending:  # under this transaction's locks and lease check: every one is written
+            tx.defer(SQL.record_pending_batch, _pending_params(lease.token, pending))
         done.released = any(
             n["node_state"] == N.READY and n["id"] not in ready_before
             for snap in snaps.values()
             for n in snap.nodes
         )
-    _committed(ctx, done)
+    return len(kept)
 
 
 async def _look(
@@ -296,7 +392,9 @@ async def _look(
     try:
         context = build_execution_context(snap.request, node, snap.nodes, in_flight=True)
         executor = ctx.providers.executor_for(node["action_type"], node["executor_key"])
-        result = await executor.observe(context)
+        limit = ctx.provider_limit(executor.key, ctx.settings.node_observe_provider_concurrency)
+        async with limit:
+            result = await executor.observe(context)
     except (ConfigRefResolutionError, UnknownExecutorError) as exc:
         # The side effect (if any) is out there: keep watching, and say why we can't.
         log.error("cannot observe node", extra={"node_key": node["node_key"], "error": str(exc)})
@@ -326,7 +424,8 @@ async def _look(
 async def _record(
     tx: Tx, snap: progress.Snapshot, node: dict[str, Any], observed: Observed
 ) -> None:
-    """Write one observation's outcome (deferred: sent with the commit)."""
+    """Write one outcome that moves its node on (deferred: sent with the commit);
+    "still pending" is written for the whole batch at once (`_pending_params`)."""
     if observed.status == TIMED_OUT:
         # Never FAILED: the side effect may still land; an operator decides (reference §2).
         # The timeout is a paging signal: the derivation (waits_for_operator)
@@ -341,18 +440,6 @@ async def _record(
             "not finished within timeout_policy.observe_seconds="
             f"{node['timeout_policy'].get('observe_seconds')}",
         )
-    elif observed.status == ObserveStatus.PENDING:
-        tx.defer(
-            SQL.record_pending,
-            {
-                "node_id": node["id"],
-                "interval_seconds": observe_interval(node["action_type"], observed.retry_after),
-                "error_detail": observed.detail,
-                "provider_refs": Jsonb(observed.refs or {}),
-                "artifacts": Jsonb(observed.artifacts or {}),
-            },
-        )
-        node["node_state"] = N.OBSERVING  # mirrored, as progress does for its changes
     elif observed.status == ObserveStatus.COMPLETED:
         await progress.complete_node(tx, snap, node, observed.refs, observed.artifacts)
     elif observed.status == ObserveStatus.FAILED:

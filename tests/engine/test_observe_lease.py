@@ -106,7 +106,11 @@ async def gated_context(
 async def observer(
     svc: ServiceContext, batch_claim: bool
 ) -> AsyncIterator[tuple[ServiceContext, GatedExecutor]]:
-    settings = svc.settings.replace(node_observe_batch_claim=batch_claim)
+    # One lane: these are one observer pass against another (a second lane of
+    # the same pass would claim the node whose lease a test expires itself).
+    settings = svc.settings.replace(
+        node_observe_batch_claim=batch_claim, node_observe_concurrency=1
+    )
     ctx, gated = await gated_context(svc.db, settings)
     try:
         yield ctx, gated

@@ -1,0 +1,183 @@
+"""Issue 29 item 3: several observer batches in flight, a bound per provider,
+and "still pending" written for a whole batch at once.
+
+A counting executor (the sandbox's, whose observe() counts the calls in
+progress and waits at a gate the test opens) shows what is in flight at once,
+with no sleep: the gate opens when the expected number of calls are inside it
+(and the test fails at its deadline if they never are).
+
+- MG_NODE_OBSERVE_CONCURRENCY batches of MG_NODE_OBSERVE_BATCH_SIZE are asked
+  at once (one batch at a time, as on main, never gets there);
+- MG_NODE_OBSERVE_PROVIDER_CONCURRENCY bounds one provider's calls in flight
+  across those batches (without the bound every claimed node's call is inside);
+- a batch of pending outcomes is one UPDATE that is its own lease check: a node
+  whose request left EXECUTING while it was being observed is not written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+from qtg.config import Settings
+from qtg.db import Database, Query
+from qtg.domain.context import ExecutionContext
+from qtg.providers.registry import build_registry
+from qtg.services.context import ServiceContext
+from qtg.services.dispatch import dispatch_ready_nodes
+from qtg.services.observe import observe_active_nodes
+
+from .helpers import movement, node, template
+
+NODES = Query(
+    "tests/lanes-nodes",
+    "SELECT n.node_state, n.observe_count, n.observe_lease, n.next_observe_at > now() AS later"
+    " FROM movement_request_nodes n JOIN movement_requests r ON r.id = n.request_id"
+    " WHERE r.id = ANY(%(rids)s::uuid[]) ORDER BY n.id",
+)
+HOLD = Query(
+    "tests/lanes-hold",
+    "UPDATE movement_requests SET request_state = 'MANUAL_INTERVENTION' WHERE id = %(rid)s",
+)
+
+
+class CountingExecutor:
+    """The sandbox executor, except that observe() counts the calls inside it
+    (`inside`, and the most at once in `most`) and waits at `gate`. Once
+    `open_at` calls are inside, `full` is set and, if `auto`, the gate opens."""
+
+    def __init__(self, inner: Any, open_at: int, *, auto: bool = True) -> None:
+        self._inner = inner
+        self.key = "counting"
+        self.action_types = inner.action_types
+        self.open_at = open_at
+        self.auto = auto
+        self.full = trio.Event()
+        self.gate = trio.Event()
+        self.inside = 0
+        self.most = 0
+        self.calls = 0
+
+    async def preflight(self, ctx: ExecutionContext) -> None:
+        await self._inner.preflight(ctx)
+
+    async def prepare(self, ctx: ExecutionContext) -> Any:
+        return await self._inner.prepare(ctx)
+
+    async def submit(self, ctx: ExecutionContext, prepared: Any, signature: Any, key: str) -> Any:
+        return await self._inner.submit(ctx, prepared, signature, key)
+
+    async def observe(self, ctx: ExecutionContext) -> Any:
+        self.calls += 1
+        self.inside += 1
+        self.most = max(self.most, self.inside)
+        if self.inside >= self.open_at:
+            self.full.set()
+            if self.auto:
+                self.gate.set()
+        try:
+            await self.gate.wait()
+            return await self._inner.observe(ctx)
+        finally:
+            self.inside -= 1
+
+    async def recover(self, ctx: ExecutionContext) -> Any:
+        return await self._inner.recover(ctx)
+
+
+@pytest.fixture
+async def counted(svc: ServiceContext) -> AsyncIterator[Any]:
+    """A factory: (settings, open_at) → a context whose observer goes through a
+    CountingExecutor; every context made is closed at the end."""
+    made: list[ServiceContext] = []
+
+    def make(
+        settings: Settings, open_at: int, *, auto: bool = True
+    ) -> tuple[ServiceContext, CountingExecutor]:
+        registry = build_registry(settings, svc.db)
+        counting = CountingExecutor(registry.executor_for("cex_withdrawal"), open_at, auto=auto)
+        registry.add_executor(counting)
+        ctx = ServiceContext(svc.db, settings, registry)
+        made.append(ctx)
+        return ctx, counting
+
+    yield make
+    for ctx in made:
+        await ctx.providers.aclose()
+
+
+async def submitted(svc: ServiceContext, ctx: ServiceContext, count: int) -> list[Any]:
+    """`count` movements whose single node observes through the counting
+    executor (never finishing), all SUBMITTED and due."""
+    watch = node("watch", "cex_withdrawal", sandbox={"observations_to_complete": 1_000_000})
+    watch["executor_key"] = "counting"
+    await template(svc, "counted", [watch], [])
+    ids = [(await movement(svc, "counted", key=f"counted-{i}"))["id"] for i in range(count)]
+    dispatched = 0
+    while dispatched < count:
+        done = await dispatch_ready_nodes(ctx)
+        assert done, "the dispatcher stopped short"
+        dispatched += done
+    return ids
+
+
+async def test_several_batches_are_observed_at_once(svc: ServiceContext, counted: Any) -> None:
+    settings = svc.settings.replace(
+        node_observe_batch_size=2,
+        node_observe_concurrency=3,
+        node_observe_provider_concurrency=50,
+    )
+    ctx, counting = counted(settings, open_at=6)  # three batches of two, inside at once
+    rids = await submitted(svc, ctx, 6)
+    with trio.fail_after(15):  # one batch at a time: 2 inside, the gate never opens
+        assert await observe_active_nodes(ctx) == 6
+    assert (counting.calls, counting.most) == (6, 6)
+    rows = await svc.db.fetch(NODES, {"rids": rids})
+    # every outcome written: pending, leases ended, next look at the interval
+    assert [(r["node_state"], r["observe_count"], r["observe_lease"]) for r in rows] == [
+        ("OBSERVING", 1, None)
+    ] * 6
+    assert all(r["later"] for r in rows)
+
+
+async def test_one_provider_has_at_most_its_bound_in_flight(
+    svc: ServiceContext, counted: Any
+) -> None:
+    settings = svc.settings.replace(
+        node_observe_batch_size=4,
+        node_observe_concurrency=3,
+        node_observe_provider_concurrency=5,
+    )
+    ctx, counting = counted(settings, open_at=5)
+    await submitted(svc, ctx, 12)
+    with trio.fail_after(15):
+        assert await observe_active_nodes(ctx) == 12
+    # 12 claimed at once by three lanes; without the bound all 12 enter the gate
+    assert (counting.calls, counting.most) == (12, 5)
+
+
+async def test_a_pending_batch_skips_a_node_whose_request_left_executing(
+    svc: ServiceContext, dsn: str, counted: Any
+) -> None:
+    settings = svc.settings.replace(
+        node_observe_batch_size=4, node_observe_concurrency=1, node_observe_provider_concurrency=4
+    )
+    ctx, counting = counted(settings, open_at=4, auto=False)  # the test opens the gate
+    rids = await submitted(svc, ctx, 4)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(observe_active_nodes, ctx)
+        with trio.fail_after(10):
+            await counting.full.wait()
+        # while the provider is asked (no lock held), an operator holds one request
+        async with Database(dsn, max_size=1) as other:
+            await other.execute(HOLD, {"rid": rids[0]})
+        counting.gate.set()
+    rows = {r: await svc.db.fetch(NODES, {"rids": [r]}) for r in rids}
+    held = rows[rids[0]][0]
+    # its node keeps the claim's lease and state: nothing the observer saw is written
+    assert (held["node_state"], held["observe_count"]) == ("SUBMITTED", 0)
+    assert held["observe_lease"] is not None
+    assert [rows[r][0]["observe_count"] for r in rids[1:]] == [1, 1, 1]
