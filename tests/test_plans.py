@@ -20,14 +20,12 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
 from qtg.db import Jsonb, sql_family
-from qtg.services.node_attention import SETTLE_PAGE
 
 REQUESTS = 10_000
 #: Generous: the walks run in about a millisecond; the collapsed plans took
@@ -435,33 +433,6 @@ def test_each_batch_statement_probes_its_keys_on_stale_statistics(
         assert explained["Plan"]["Actual Rows"] == BATCH
     bound = WRITE_BOUND_MS if query in WRITES else BOUND_MS
     assert explained["Execution Time"] < bound, (query, explained["Execution Time"])
-
-
-def test_the_settle_sweep_walks_one_page_on_stale_statistics(burst_dsn: str) -> None:
-    """Issue 29: node_recovery's settle sweep (sql/node_attention/unsettled.sql)
-    aggregated the nodes of every EXECUTING request of the class on every pass:
-    43 to 66 ms on this burst (8.5k EXECUTING), growing with the backlog. Now a
-    pass walks one page of them through the (network_class, request_state,
-    created_at) index, from its cursor, and stops there; each request's nodes
-    through the request_id index (a bitmap of that request's own rows)."""
-    start = datetime(1, 1, 1, tzinfo=UTC)
-    middle = datetime.now(UTC) - timedelta(minutes=30)  # the burst's middle
-    for after in (start, middle):
-        params = {**PARAMS, "after": after, "page": SETTLE_PAGE, "limit": 10}
-        explained = _explain(burst_dsn, "node_attention/unsettled", params)
-        walks = [
-            s for s in _scans(explained["Plan"]) if s.get("Relation Name") == "movement_requests"
-        ]
-        assert [(w["Node Type"], w["Index Name"]) for w in walks] == [
-            ("Index Scan", "movement_requests_class_state_created")
-        ]
-        assert walks[0]["Actual Rows"] <= SETTLE_PAGE + 1  # the page (and the row past it)
-        for scan in _scans(explained["Plan"]):
-            kind, index = scan["Node Type"], scan.get("Index Name")
-            assert kind not in ("Seq Scan", "BitmapAnd", "BitmapOr"), scan
-            if scan.get("Relation Name") == NODES or (index or "").startswith(NODES):
-                assert index in (None, "movement_request_nodes_request"), scan
-        assert explained["Execution Time"] < ATTENTION_BOUND_MS, explained["Execution Time"]
 
 
 #: The sidecars' claims and due-time queries on their growing tables (audit
