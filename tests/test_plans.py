@@ -307,6 +307,7 @@ BY_KEY: dict[str, set[str]] = {
     "observe/relock_requests": {REQUESTS_PKEY},
     "observe/check_leases": {NODES_PKEY},
     "observe/take_lease": {NODES_PKEY},
+    "observe/record_pending_batch": {NODES_PKEY, REQUESTS_PKEY},
     # the per-node claims (the dispatcher's walk claims each candidate so)
     "dispatch/claim_candidate": {NODES_PKEY, REQUESTS_PKEY},
     "observe/claim_node": {NODES_PKEY, REQUESTS_PKEY},
@@ -334,6 +335,7 @@ WRITES = {
     "dispatch/back_to_ready",
     "dispatch/record_submitted",
     "observe/take_lease",
+    "observe/record_pending_batch",
 }
 WRITE_BOUND_MS = 150.0
 
@@ -394,6 +396,11 @@ def _by_key_params(query: str, keys: dict[str, Any]) -> dict[str, Any]:
         params["node_id"] = keys["node_id_unknown"]
     else:
         params["node_ids"] = keys["ready_ids"]
+    if query == "observe/record_pending_batch":  # "still pending" for the whole batch
+        observed = len(keys["node_ids_observing"])
+        params["intervals"] = [10.0] * observed
+        params["details"] = [None] * observed
+        params["refs"] = params["artifacts"] = [Jsonb({})] * observed
     if query == "dispatch/lock_submitting":
         params["attempt_nos"] = [0] * len(keys["ready_ids"])
     return params
@@ -415,6 +422,7 @@ def test_each_batch_statement_probes_its_keys_on_stale_statistics(
     indexes)."""
     before = {
         "observe/check_leases": ("observe/take_lease",),
+        "observe/record_pending_batch": ("observe/take_lease",),
         "dispatch/record_submitted": ("dispatch/write_ahead",),
     }.get(query, ())
     explained = _explain(burst_dsn, query, _by_key_params(query, keys), before)
@@ -429,7 +437,8 @@ def test_each_batch_statement_probes_its_keys_on_stale_statistics(
             assert index in allowed, (query, kind, index)
             via.add(index)
     assert via, query
-    if query == "observe/check_leases":  # the leased nodes are found and locked
+    if query in ("observe/check_leases", "observe/record_pending_batch"):
+        # the leased nodes are found (and locked, or written)
         assert explained["Plan"]["Actual Rows"] == BATCH
     bound = WRITE_BOUND_MS if query in WRITES else BOUND_MS
     assert explained["Execution Time"] < bound, (query, explained["Execution Time"])

@@ -21,8 +21,11 @@
 -- already holds the requests (the mixed path of qtg/services/observe.py), the
 -- lock is taken again at no cost.
 --
--- The plan is fixed whatever the statistics: the unnest drives, each node by
--- primary key.
+-- The plan is fixed whatever the statistics (tests/test_plans.py): each
+-- request by primary key in sorted id order (the shape and the reason of
+-- sql/observe/relock_requests.sql: written as r.id = ANY(ids) AND
+-- r.request_state = 'EXECUTING', stale statistics bitmap-scan the state
+-- index), then the unnest drives, each node by primary key.
 UPDATE movement_request_nodes n
 SET node_state = 'OBSERVING',
     observe_count = n.observe_count + 1,
@@ -35,15 +38,24 @@ FROM unnest(%(node_ids)s::uuid[], %(attempts)s::int[], %(intervals)s::float8[],
             %(details)s::text[], %(refs)s::jsonb[], %(artifacts)s::jsonb[])
      AS o(id, attempt_no, interval_seconds, error_detail, provider_refs, artifacts)
 WHERE n.id = o.id
-  AND n.observe_lease = %(lease)s
-  AND n.attempt_no = o.attempt_no
-  AND n.node_state IN ('SUBMITTED', 'OBSERVING')
-  AND n.request_id = ANY(ARRAY(
-      SELECT r.id
-      FROM movement_requests r
-      WHERE r.id = ANY(%(request_ids)s::uuid[])
-        AND r.request_state = 'EXECUTING'
-      ORDER BY r.id
-      FOR NO KEY UPDATE OF r
-  ))
+  -- the node's other tests wrapped in IS TRUE: only its primary key can serve
+  -- (else stale statistics AND a bitmap of the request index into it)
+  AND (n.observe_lease = %(lease)s
+       AND n.attempt_no = o.attempt_no
+       AND n.node_state IN ('SUBMITTED', 'OBSERVING')
+       AND n.request_id = ANY(ARRAY(
+           SELECT r.id
+           FROM (SELECT DISTINCT wanted.id
+                 FROM unnest(%(request_ids)s::uuid[]) AS wanted(id)
+                 ORDER BY wanted.id) AS wanted
+           CROSS JOIN LATERAL (
+               SELECT r.id
+               FROM movement_requests r
+               WHERE r.id = wanted.id
+                 AND (r.request_state = 'EXECUTING') IS TRUE
+               OFFSET 0
+           ) r
+           ORDER BY r.id
+           FOR NO KEY UPDATE OF r
+       ))) IS TRUE
 RETURNING n.id
