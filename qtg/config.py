@@ -456,6 +456,10 @@ class Settings:
     # Retries of a read (each tries every URL) after a transport fault or a transient JSON-RPC
     # error, backing off 0.1 s, 0.2 s … 2 s; writes are never retried.
     evm_rpc_read_retries: int = setting("MG_EVM_RPC_READ_RETRIES", 2, minimum=0)
+    # Most reads in one JSON-RPC batch request: concurrent reads to one URL (receipts,
+    # block numbers, balances) go out together; 1 = every read a request of its own. A URL
+    # that refuses batches gets single calls; writes are never batched.
+    evm_rpc_batch_max: int = setting("MG_EVM_RPC_BATCH_MAX", 20, minimum=1, maximum=1000)
     # The local-key signer: a 0x-hex private key, or a file holding one. Never logged.
     evm_signer_private_key: str | None = setting("MG_EVM_SIGNER_PRIVATE_KEY", None, secret=True)
     # A file holding the signer's key instead of MG_EVM_SIGNER_PRIVATE_KEY (set one of the two).

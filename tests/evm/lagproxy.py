@@ -9,6 +9,14 @@ but the sender never hears so. Everything else is passed through unchanged.
 `FaultProxy` (issue 24 item 9) is the full fault injector of the harness
 (tests/evm/test_fault_harness.py): seeded random faults on reads and sends,
 an outage window, refusals on demand; `LagProxy` is its read-lag part.
+
+Both understand JSON-RPC batch requests (an array body, issue 29 item 3) and fault
+them per element where they fault per call: a lagging lookup answers null and an
+injected JSON-RPC error is that element's alone; a fault of the transport (a 5xx,
+a hang, an outage) drawn for any element is the whole request's, as a real
+server's would be. `FaultProxy` counts HTTP requests (`posts`) and batch sizes,
+notes any write that arrives inside a batch (`batched_send`), and can refuse
+batches (`refuse_batches`: a single JSON-RPC error object, or an HTTP 400).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from eth_utils import keccak
 
@@ -58,7 +67,10 @@ class LagProxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def handle(self, body: dict) -> dict | None:
+    def handle(self, body: dict | list) -> dict | list | None:
+        if isinstance(body, list):  # a JSON-RPC batch: each element as if alone
+            replies = [self.handle(element) for element in body]
+            return None if any(reply is None for reply in replies) else replies
         method, params = body.get("method"), body.get("params") or []
         if method == "eth_sendRawTransaction":
             self.sent["0x" + keccak(bytes.fromhex(params[0][2:])).hex()] = time.monotonic()
@@ -85,6 +97,8 @@ class LagProxy:
 
 
 SENDS = frozenset({"eth_sendRawTransaction"})
+#: a batch element to be forwarded upstream with the others (FaultProxy._handle_batch)
+_FORWARD: dict = {}
 
 
 def tx_hash_of(raw: str) -> str:
@@ -132,6 +146,10 @@ class FaultProxy:
         self.forwarded_at: dict[str, float] = {}  # tx hash -> when it went upstream
         self._outage_until = 0.0
         self._refuse: list[str] = []
+        self.posts = 0  # HTTP requests received
+        self.batch_sizes: list[int] = []  # elements of each batch request
+        #: "error": a batch is answered one JSON-RPC error object; "http": a 400
+        self.refuse_batches: str | None = None
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -185,7 +203,7 @@ class FaultProxy:
     def _draw(self, p: float) -> bool:
         return p > 0 and self.rng.random() < p
 
-    def _forward(self, body: dict) -> dict:
+    def _forward(self, body: dict | list) -> Any:
         request = urllib.request.Request(
             self.upstream,
             data=json.dumps(body).encode(),
@@ -194,7 +212,55 @@ class FaultProxy:
         with urllib.request.urlopen(request, timeout=10) as reply:
             return json.loads(reply.read())
 
-    def handle(self, body: dict) -> tuple[int, dict | None]:
+    def handle(self, body: dict | list) -> tuple[int, dict | list | None]:
+        with self._lock:
+            self.posts += 1
+        if isinstance(body, list):
+            return self._handle_batch(body)
+        return self._handle_one(body)
+
+    def _handle_batch(self, bodies: list) -> tuple[int, dict | list | None]:
+        """A batch: each element faulted as a call alone; the elements left to forward go
+        upstream as one batch; a transport fault of any element is the whole reply's."""
+        with self._lock:
+            self.batch_sizes.append(len(bodies))
+            if time.monotonic() < self._outage_until:
+                self._note("outage")
+                return 503, None
+            refusal = self.refuse_batches
+            if refusal is not None:
+                self._note("batch_refused")
+            if any(b.get("method") in SENDS for b in bodies):
+                self._note("batched_send")
+        if refusal is not None:
+            error = {"code": -32600, "message": "batch requests are not supported (injected)"}
+            return (400 if refusal == "http" else 200), {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": error,
+            }
+        replies: list[dict | None] = []
+        for body in bodies:
+            status, reply = self._handle_one(body, defer_forward=True)
+            if status != 200:
+                return status, None
+            replies.append(reply)
+        forward = [body for body, reply in zip(bodies, replies, strict=True) if reply is _FORWARD]
+        if forward:
+            try:
+                answers = self._forward(forward)
+            except (urllib.error.URLError, OSError, ValueError):
+                return 503, None
+            by_id = {a.get("id"): a for a in answers}
+            replies = [
+                by_id.get(body.get("id")) if reply is _FORWARD else reply
+                for body, reply in zip(bodies, replies, strict=True)
+            ]
+        return 200, replies
+
+    def _handle_one(self, body: dict, *, defer_forward: bool = False) -> tuple[int, dict | None]:
+        """One call: its fault drawn; `defer_forward` (a batch element): a read to be
+        forwarded is returned as `_FORWARD` for the batch to send upstream together."""
         method, params = body.get("method"), body.get("params") or []
         f = self.faults
         with self._lock:
@@ -260,6 +326,8 @@ class FaultProxy:
             return 503, None
         if fault == "drop_send":
             return 200, {"jsonrpc": "2.0", "id": body.get("id"), "result": tx_hash}
+        if defer_forward and fault is None and tx_hash is None:
+            return 200, _FORWARD
         try:
             answer = self._forward(body)
         except (urllib.error.URLError, OSError, ValueError):

@@ -42,6 +42,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
             timeout=settings.evm_rpc_timeout_seconds,
             concurrency=settings.evm_rpc_concurrency,
             read_retries=settings.evm_rpc_read_retries,
+            batch_max=settings.evm_rpc_batch_max,
         )
         for chain_id, chain_urls in urls.items()
     }

@@ -38,20 +38,31 @@ class EvmBalanceFetcher:
         self.tokens = list(dict.fromkeys(t.lower() for t in tokens))
 
     async def fetch_balances(self) -> list[Balance]:
-        decimals = {t: int(await self.rpc.eth_call(t, _DECIMALS), 16) for t in self.tokens}
+        """Every read of the lists at once (`EvmRpc.read_many`): the tokens' decimals and
+        each address's native and token balances in one round trip per
+        MG_EVM_RPC_BATCH_MAX reads, not one per address and token (issue 29 item 3)."""
+        reads: list[tuple[str, tuple[object, ...]]] = [
+            ("eth_call", ({"to": token, "data": _DECIMALS}, "latest")) for token in self.tokens
+        ]
+        for address in self.addresses:
+            reads.append(("eth_getBalance", (address, "latest")))
+            for token in self.tokens:
+                reads.append(
+                    ("eth_call", ({"to": token, "data": balance_of_call(address)}, "latest"))
+                )
+        raws = iter(int(raw, 16) for raw in await self.rpc.read_many(reads))
+        decimals = {token: next(raws) for token in self.tokens}
         rows: list[Balance] = []
         for address in self.addresses:
-            wei = await self.rpc.balance(address)
             rows.append(
-                Balance(account=address, asset="native", amount=scaled(wei, NATIVE_DECIMALS))
+                Balance(account=address, asset="native", amount=scaled(next(raws), NATIVE_DECIMALS))
             )
             for token in self.tokens:
-                raw = int(await self.rpc.eth_call(token, balance_of_call(address)), 16)
                 rows.append(
                     Balance(
                         account=address,
                         asset=token,
-                        amount=scaled(raw, decimals[token]),
+                        amount=scaled(next(raws), decimals[token]),
                         detail={"decimals": decimals[token]},
                     )
                 )
