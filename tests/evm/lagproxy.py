@@ -16,7 +16,8 @@ injected JSON-RPC error is that element's alone; a fault of the transport (a 5xx
 a hang, an outage) drawn for any element is the whole request's, as a real
 server's would be. `FaultProxy` counts HTTP requests (`posts`) and batch sizes,
 notes any write that arrives inside a batch (`batched_send`), and can refuse
-batches (`refuse_batches`: a single JSON-RPC error object, or an HTTP 400).
+batches (`refuse_batches`: a single JSON-RPC error object, or an HTTP 400) or break
+the next batch replies (`mangle_batches`: an id missing, or not an array).
 """
 
 from __future__ import annotations
@@ -150,6 +151,9 @@ class FaultProxy:
         self.batch_sizes: list[int] = []  # elements of each batch request
         #: "error": a batch is answered one JSON-RPC error object; "http": a 400
         self.refuse_batches: str | None = None
+        #: how to break the next batch replies, one each: "drop_id" (an element
+        #: missing), "object" (one object, not an array)
+        self.mangle_batches: list[str] = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -230,6 +234,7 @@ class FaultProxy:
             refusal = self.refuse_batches
             if refusal is not None:
                 self._note("batch_refused")
+            mangle = self.mangle_batches.pop(0) if self.mangle_batches else None
             if any(b.get("method") in SENDS for b in bodies):
                 self._note("batched_send")
         if refusal is not None:
@@ -256,6 +261,10 @@ class FaultProxy:
                 by_id.get(body.get("id")) if reply is _FORWARD else reply
                 for body, reply in zip(bodies, replies, strict=True)
             ]
+        if mangle == "drop_id":
+            return 200, replies[:-1]
+        if mangle == "object":
+            return 200, {"jsonrpc": "2.0", "id": None, "result": replies}
         return 200, replies
 
     def _handle_one(self, body: dict, *, defer_forward: bool = False) -> tuple[int, dict | None]:

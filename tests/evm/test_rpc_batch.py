@@ -229,6 +229,35 @@ def test_a_broken_batch_reply_is_no_answer_for_each_element(anvil) -> None:
         proxy.close()
 
 
+@pytest.mark.parametrize("how", ["drop_id", "object"])
+def test_a_batch_reply_missing_an_id_or_not_an_array_is_no_answer_for_each(anvil, how: str) -> None:
+    hashes = mined(anvil, 4)
+    proxy = FaultProxy(anvil.url, seed=13)
+
+    async def run() -> None:
+        rpc = client(proxy.url, retries=0)
+        try:
+            proxy.mangle_batches = [how]
+            found = await receipts(rpc, hashes)
+            assert all(isinstance(r, RpcUnavailable) for r in found), found
+        finally:
+            await rpc.aclose()
+        rpc = client(proxy.url, retries=1)
+        try:  # the same break with a retry left: every element asked again, found
+            proxy.mangle_batches = [how]
+            found = await receipts(rpc, hashes)
+            assert [r["transactionHash"] for r in found] == hashes  # type: ignore[index]
+            assert proxy.url not in rpc.unbatched  # a broken reply is not a refusal
+        finally:
+            await rpc.aclose()
+
+    try:
+        trio.run(run)
+        assert proxy.batch_sizes == [4, 4, 4] and not proxy.mangle_batches
+    finally:
+        proxy.close()
+
+
 def test_not_found_in_a_batch_from_a_lagging_url_is_no_proof(anvil) -> None:
     """Lookups batched to a URL that lags (null for what it forwarded) and a URL that
     does not answer: none is "not found"; with a URL that has them, all are found."""

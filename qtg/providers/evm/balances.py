@@ -4,7 +4,9 @@ One fetcher per chain, venue `evm:<chain_id>`: for each address (the signer's
 and MG_EVM_BALANCE_ADDRESSES_CSV), the native coin (`eth_getBalance`, asset
 `native`, 18 decimals) and each ERC-20 of MG_EVM_BALANCE_TOKENS_CSV
 (`balanceOf`, scaled by the token's own `decimals()`; asset = the token's
-address). Amounts are exact Decimals; any RPC failure raises, so the snapshot
+address). Every read of a fetch goes out at once (`EvmRpc.read_many`), so the
+lists cost one batch request, not a round trip per address and token (issue 29
+item 3). Amounts are exact Decimals; any RPC failure raises, so the snapshot
 records a failure rather than a zero.
 """
 
