@@ -16,7 +16,8 @@ injected JSON-RPC error is that element's alone; a fault of the transport (a 5xx
 a hang, an outage) drawn for any element is the whole request's, as a real
 server's would be. `FaultProxy` counts HTTP requests (`posts`) and batch sizes,
 notes any write that arrives inside a batch (`batched_send`), and can refuse
-batches (`refuse_batches`: a single JSON-RPC error object, or an HTTP 400) or break
+batches (`refuse_batches`: a single JSON-RPC error object, an HTTP 400, or an error
+for each element) or break
 the next batch replies (`mangle_batches`: an id missing, or not an array).
 """
 
@@ -149,7 +150,8 @@ class FaultProxy:
         self._refuse: list[str] = []
         self.posts = 0  # HTTP requests received
         self.batch_sizes: list[int] = []  # elements of each batch request
-        #: "error": a batch is answered one JSON-RPC error object; "http": a 400
+        #: "error": a batch is answered one JSON-RPC error object; "http": a 400;
+        #: "elements": each element an "invalid request" error
         self.refuse_batches: str | None = None
         #: how to break the next batch replies, one each: "drop_id" (an element
         #: missing), "object" (one object, not an array)
@@ -237,6 +239,9 @@ class FaultProxy:
             mangle = self.mangle_batches.pop(0) if self.mangle_batches else None
             if any(b.get("method") in SENDS for b in bodies):
                 self._note("batched_send")
+        if refusal == "elements":  # each element "an invalid request"
+            error = {"code": -32600, "message": "invalid request (injected)"}
+            return 200, [{"jsonrpc": "2.0", "id": b.get("id"), "error": error} for b in bodies]
         if refusal is not None:
             error = {"code": -32600, "message": "batch requests are not supported (injected)"}
             return (400 if refusal == "http" else 200), {

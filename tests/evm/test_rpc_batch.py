@@ -180,7 +180,7 @@ def test_errors_stay_with_their_element(anvil) -> None:
         flaky.close()
 
 
-@pytest.mark.parametrize("how", ["error", "http"])
+@pytest.mark.parametrize("how", ["error", "http", "elements"])
 def test_a_url_that_refuses_batches_gets_single_calls(anvil, how: str) -> None:
     hashes = mined(anvil, 5)
     proxy = FaultProxy(anvil.url, seed=4)

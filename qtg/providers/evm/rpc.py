@@ -31,8 +31,9 @@ JSON-RPC error, and the retries, failover and "not found only when every URL
 said so" above, which sit on top of this unchanged. A batch reply that is not
 an array of every id asked, or an HTTP fault, is no answer for every element of
 that batch (each is then retried as a single call would be). A URL that refuses
-batches (a single error object, or an HTTP 4xx) gets the elements again one by
-one, at once, and only single calls from then on. Writes are never batched.
+batches (a single error object, an HTTP 4xx, or "invalid request" for every
+element) gets the elements again one by one, at once, and only single calls from
+then on. Writes are never batched.
 `eth_blockNumber` is moreover single-flight: callers that ask while one request
 is in flight share its answer (a head one request old only delays a
 confirmation).
@@ -60,6 +61,8 @@ _WRITES = frozenset({"eth_sendRawTransaction", "eth_sendTransaction"})
 #: reads whose concurrent callers share one request in flight (no parameters, and an
 #: answer a request old is as good: see the module docstring)
 _SHARED = frozenset({"eth_blockNumber"})
+#: JSON-RPC "Invalid Request": what some servers answer each element of a batch they refuse
+_INVALID_REQUEST = -32600
 #: the first backoff between read retries (then doubled), and its ceiling
 READ_BACKOFF_SECONDS = 0.1
 READ_BACKOFF_MAX_SECONDS = 2.0
@@ -342,6 +345,9 @@ class EvmRpc:
                 out.append((_element(read.method, by_id[body["id"]]), None))
             except (RpcError, _NoAnswer) as exc:
                 out.append((None, exc))
+        if all(isinstance(e, RpcError) and e.code == _INVALID_REQUEST for _, e in out):
+            # every call "an invalid request": the batch form was refused, not the calls
+            raise _BatchRefused(str(out[0][1]))
         return out
 
     def _body(self, method: str, params: Sequence[Any]) -> dict[str, Any]:
