@@ -1,8 +1,8 @@
 """A small EVM JSON-RPC client (issue 11) on httpx, which speaks trio through anyio.
 
 One per configured chain, over one or several URLs (issue 24 item 6:
-MG_EVM_RPC_URLS `chain_id=url1|url2`). Every call has a timeout; at most
-MG_EVM_RPC_CONCURRENCY calls are in flight per chain.
+MG_EVM_RPC_URLS `chain_id=url1|url2`). Every HTTP request has a timeout; at
+most MG_EVM_RPC_CONCURRENCY requests (a batch is one) are in flight per chain.
 
 - Reads are retried on transport faults (no answer, a 5xx or 429, a reply that
   is not JSON) and on transient JSON-RPC errors (`rpc_error_transient`: a node
@@ -46,7 +46,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import trio
@@ -104,6 +104,9 @@ class _BatchRefused(Exception):
     """The URL refused a batch request as such (internal: its elements go singly)."""
 
 
+_E = TypeVar("_E", bound=BaseException)
+
+
 @dataclass(eq=False)
 class _Read:
     """One read waiting in a URL's batch: what to ask, and, once `done`, the answer
@@ -145,14 +148,17 @@ def _element(method: str, body: Any) -> Any:
     return body["result"]
 
 
-def _copy(exc: BaseException) -> BaseException:
-    """A fresh exception like `exc`, for each task that shares a single-flight answer
-    (one instance raised in several tasks would pile their tracebacks together)."""
+def _copy(exc: _E) -> _E:
+    """A fresh exception like `exc` (same cause), for each task that shares an answer:
+    a batch's fault, a single-flight result (one instance raised in several tasks
+    would pile their tracebacks together)."""
+    copy: BaseException = exc
     if isinstance(exc, RpcError):
-        return RpcError(exc.method, exc.code, exc.message, exc.data)
-    if isinstance(exc, (RpcUnavailable, _NoAnswer)):
-        return type(exc)(*exc.args)
-    return exc
+        copy = RpcError(exc.method, exc.code, exc.message, exc.data)
+    elif isinstance(exc, (RpcUnavailable, _NoAnswer)):
+        copy = type(exc)(*exc.args)
+    copy.__cause__ = exc.__cause__
+    return copy  # type: ignore[return-value]
 
 
 class EvmRpc:
@@ -276,8 +282,8 @@ class EvmRpc:
         except _BatchRefused as exc:
             refused = exc
         except (RpcError, _NoAnswer) as exc:
-            for read in batch:
-                read.settle(error=exc)
+            for read in batch:  # each its own instance: raised in as many tasks
+                read.settle(error=_copy(exc))
         except Exception as exc:
             for read in batch:
                 read.settle(error=_NoAnswer(repr(exc)))
