@@ -123,6 +123,18 @@ def test_concurrent_lookups_make_one_request_per_batch(anvil) -> None:
         proxy.close()
 
 
+def _raised(fn):
+    """`fn`, answering the exception it raises instead of raising it."""
+
+    async def wrapped():
+        try:
+            return await fn()
+        except Exception as exc:
+            return exc
+
+    return wrapped
+
+
 async def _together(fn, n: int) -> list:
     out: list = [None] * n
 
@@ -216,6 +228,12 @@ def test_a_broken_batch_reply_is_no_answer_for_each_element(anvil) -> None:
             proxy.outage(600)
             found = await receipts(rpc, hashes)
             assert all(isinstance(r, RpcUnavailable) for r in found), found
+            assert proxy.count("outage") == 1  # one request, four lookups
+            # a single-flight failure reaches every caller, each its own exception
+            heads = await _together(_raised(rpc.block_number), 10)
+            assert all(isinstance(h, RpcUnavailable) for h in heads), heads
+            assert len({id(h) for h in heads}) == 10
+            assert proxy.count("outage") == 2
             proxy.end_outage()
             found = await receipts(rpc, hashes)
             assert [r["transactionHash"] for r in found] == hashes  # type: ignore[index]
@@ -224,7 +242,7 @@ def test_a_broken_batch_reply_is_no_answer_for_each_element(anvil) -> None:
 
     try:
         trio.run(run)
-        assert proxy.batch_sizes == [4, 4]
+        assert proxy.batch_sizes == [4, 4]  # the block number went alone
     finally:
         proxy.close()
 
