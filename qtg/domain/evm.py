@@ -103,6 +103,49 @@ def rpc_error_transient(code: int, message: str) -> bool:
     return not any(word in text for word in PERMANENT_RPC_MESSAGES)
 
 
+#: What a node answers to eth_sendRawTransaction when it has judged the bytes and
+#: not taken them (geth, erigon, reth, anvil and the hosted providers word these
+#: alike): a fee below its floor or the one in flight, funds, gas, a nonce that
+#: cannot be used, the transaction's own encoding or signature, a fee cap.
+SEND_REFUSAL_MESSAGES = (
+    "underpriced",
+    "insufficient funds",
+    "intrinsic gas too low",
+    "gas limit",
+    "invalid sender",
+    "invalid chain id",
+    "chain id mismatch",
+    "only replay-protected",
+    "nonce too low",
+    "nonce too high",
+    "already known",
+    "known transaction",
+    "fee cap",
+    "max fee per gas less than",
+    "tip higher than",
+    "exceeds the configured cap",
+    "oversized data",
+    "rlp",
+    "invalid transaction",
+    "revert",
+)
+#: The request itself was malformed or not understood: it was never processed.
+SEND_REQUEST_REFUSED_CODES = frozenset({-32700, -32600, -32601, -32602})
+
+
+def send_refused(code: int, message: str) -> bool:
+    """Whether an error answer to eth_sendRawTransaction says the node did NOT take
+    the bytes (a refusal: they are not in its mempool), as opposed to an error of
+    the node or of a proxy in front of it — an internal error, a timeout, a rate
+    limit, "header not found" — after which the bytes may well be on their way to
+    the network. Only a refusal may ever lead to FAILED; anything else is an
+    ambiguous broadcast, which the chain decides (never pay twice)."""
+    if code in SEND_REQUEST_REFUSED_CODES:
+        return True
+    text = message.lower()
+    return any(word in text for word in SEND_REFUSAL_MESSAGES)
+
+
 def nonce_lane_key(tx: Mapping[str, Any]) -> str:
     """The nonce lane of an EVM transaction payload (issue 15): one sender on one chain.
     A batching dispatcher submits one lane's transactions in nonce-reservation order."""

@@ -99,6 +99,11 @@ class LagProxy:
 
 
 SENDS = frozenset({"eth_sendRawTransaction"})
+#: an error of the node itself (not a judgement of the call): JSON-RPC -32603
+_INTERNAL_ERROR: dict = {
+    "jsonrpc": "2.0",
+    "error": {"code": -32603, "message": "internal error (injected)"},
+}
 #: a batch element to be forwarded upstream with the others (FaultProxy._handle_batch)
 _FORWARD: dict = {}
 
@@ -148,6 +153,7 @@ class FaultProxy:
         self.forwarded_at: dict[str, float] = {}  # tx hash -> when it went upstream
         self._outage_until = 0.0
         self._refuse: list[str] = []
+        self._error_sends: list[bool] = []  # forward first?
         self.posts = 0  # HTTP requests received
         self.batch_sizes: list[int] = []  # elements of each batch request
         #: "error": a batch is answered one JSON-RPC error object; "http": a 400;
@@ -197,6 +203,14 @@ class FaultProxy:
     def refuse_sends(self, n: int, message: str) -> None:
         with self._lock:
             self._refuse.extend([message] * n)
+
+    def error_sends(self, n: int, *, forward: bool) -> None:
+        """The next n sends answered JSON-RPC -32603 "internal error" — an error of
+        the node, not a refusal — after forwarding them upstream (`forward`: a
+        provider's front end that failed after its backend took the bytes) or
+        without (the bytes went nowhere)."""
+        with self._lock:
+            self._error_sends.extend([forward] * n)
 
     def count(self, what: str) -> int:
         with self._lock:
@@ -285,7 +299,10 @@ class FaultProxy:
                 raw = str(params[0])
                 tx_hash = tx_hash_of(raw)
                 self.sent[tx_hash] = raw
-                if self._refuse:
+                fault: str | None = None
+                if self._error_sends:
+                    fault = "send_error_forwarded" if self._error_sends.pop(0) else "send_error"
+                elif self._refuse:
                     message = self._refuse.pop(0)
                     self._note("refused")
                     return 200, {
@@ -293,7 +310,7 @@ class FaultProxy:
                         "id": body.get("id"),
                         "error": {"code": -32000, "message": message},
                     }
-                fault = next(
+                fault = fault or next(
                     (
                         name
                         for name, p in (
@@ -329,6 +346,8 @@ class FaultProxy:
                 self._note(fault)
         if fault in ("read_5xx", "send_5xx"):
             return 503, None
+        if fault == "send_error":
+            return 200, _INTERNAL_ERROR | {"id": body.get("id")}
         if fault == "read_rpc_error":
             return 200, {
                 "jsonrpc": "2.0",
@@ -351,6 +370,8 @@ class FaultProxy:
                 self.forwarded_at.setdefault(tx_hash, time.monotonic())
         if fault == "lose_send_reply":
             return 502, None
+        if fault == "send_error_forwarded":
+            return 200, _INTERNAL_ERROR | {"id": body.get("id")}
         if fault == "send_hang":
             time.sleep(f.hang_seconds)
             return 503, None

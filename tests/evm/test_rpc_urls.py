@@ -18,7 +18,7 @@ from runtime.rt_procs import RuntimeProcess, base_env, query, request_states, wa
 from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, wait_receipt
 from evm.lagproxy import FaultProxy, Faults, tx_hash_of
 from qtg.config import ConfigError, Settings
-from qtg.domain.evm import parse_rpc_urls, rpc_error_transient
+from qtg.domain.evm import parse_rpc_urls, rpc_error_transient, send_refused
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, redacted
 
 WEI = 10**18
@@ -187,6 +187,42 @@ def test_a_broadcast_refused_by_one_url_and_unanswered_by_another_is_not_a_refus
     finally:
         refusing.close()
         down.close()
+
+
+def test_an_error_of_the_node_answering_a_broadcast_is_not_a_refusal(anvil) -> None:
+    # -32603 from every URL: the bytes may be on their way (one URL forwarded
+    # them): unknown, never "refused"; a judgement of the bytes is a refusal
+    erring = FaultProxy(anvil.url, seed=12)
+    raw = signed_transfer(anvil, "0x" + secrets.token_hex(20), 1)
+
+    async def run() -> None:
+        erring.error_sends(2, forward=False)
+        rpc = client(erring.url, erring.url + "/")
+        try:
+            with pytest.raises(RpcUnavailable):
+                await rpc.call("eth_sendRawTransaction", raw)
+            erring.refuse_sends(2, "max fee per gas less than block base fee (injected)")
+            with pytest.raises(RpcError, match="base fee"):
+                await rpc.call("eth_sendRawTransaction", raw)
+        finally:
+            await rpc.aclose()
+
+    try:
+        trio.run(run)
+    finally:
+        erring.close()
+    assert erring.count("send_error") == 2 and erring.count("refused") == 2
+
+
+def test_which_broadcast_errors_are_refusals() -> None:
+    assert send_refused(-32000, "replacement transaction underpriced")
+    assert send_refused(-32000, "insufficient funds for gas * price + value")
+    assert send_refused(-32000, "nonce too low: next nonce 5, tx nonce 4")
+    assert send_refused(-32602, "invalid argument 0: hex string has odd length")
+    assert not send_refused(-32603, "internal error")
+    assert not send_refused(-32000, "request timed out")
+    assert not send_refused(-32005, "daily request count exceeded, request rate limited")
+    assert not send_refused(-32000, "header not found")
 
 
 def test_a_runtime_with_one_url_down_and_one_lagging_pays_once(anvil, dsn, procs) -> None:

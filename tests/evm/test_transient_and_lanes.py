@@ -225,6 +225,35 @@ def test_value_plus_gas_above_the_balance_fails_before_submit(anvil, dsn, procs)
     assert anvil.balance(destination) == 0 and anvil.nonce(ADDRESSES[0]) == sent_before
 
 
+@pytest.mark.parametrize("forwarded", [True, False], ids=["forwarded", "lost"])
+def test_an_internal_error_answering_a_broadcast_is_not_a_refusal(
+    anvil, dsn, procs, forwarded: bool
+) -> None:
+    """A provider's front end can answer eth_sendRawTransaction with an error of its
+    own (-32603 "internal error", a timeout, a rate limit) after its backend took
+    the bytes. That is not a refusal: before, it was taken for one — the node
+    FAILED (EVM_REJECTED), its nonce released — while the forwarded bytes paid
+    the destination (FAILED with money moved, and an operator's retry would pay
+    again). Now the broadcast is ambiguous and the chain decides: paid exactly
+    once, COMPLETED — whether the bytes had gone on (`forwarded`) or nowhere (the
+    observer's rebroadcast of the kept bytes pays)."""
+    proxy = FaultProxy(anvil.url, seed=11)
+    proxy.error_sends(1, forward=forwarded)
+    sent_before = anvil.nonce(ADDRESSES[0])
+    destination = fresh_address()
+    try:
+        [rid] = seed(dsn, [(destination, "0.25")], key="internal-error")
+        launch(procs, dsn, proxy.url).wait_ready()
+        states = wait_until(lambda: settled(dsn, [rid]), 60, "the movement to settle")
+    finally:
+        proxy.close()
+    assert proxy.count("send_error_forwarded" if forwarded else "send_error") == 1
+    # judged by the chain: one payment, one nonce used
+    assert anvil.balance(destination) == WEI // 4
+    assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    assert states == {rid: "COMPLETED"}
+
+
 @pytest.mark.parametrize("erc20", [False, True], ids=["native", "erc20"])
 def test_a_refused_submit_stops_its_lane_and_the_rest_are_paid_once(
     anvil, dsn, procs, erc20: bool

@@ -12,8 +12,11 @@ most MG_EVM_RPC_CONCURRENCY requests (a batch is one) are in flight per chain.
 - Writes (`eth_sendRawTransaction`) are never retried — a resend after a
   timeout is exactly the blind repetition the provider contract forbids — but
   go to every URL at once (the same signed bytes are the same transaction):
-  accepted by any is accepted; refused only when every URL answered a refusal;
-  otherwise (some did not answer) the outcome is unknown (RpcUnavailable).
+  accepted by any is accepted; refused only when every URL answered a refusal
+  (`send_refused`: the node judged the bytes and did not take them — a fee, a
+  nonce, funds, the encoding); otherwise (some did not answer, or answered an
+  error of its own: an internal error, a timeout, a rate limit, after which the
+  bytes may be on their way) the outcome is unknown (RpcUnavailable).
 - A lookup of a transaction or receipt by hash (`receipt`, `transaction`) is
   "not found" only when every URL answered "not found": one lagging or
   unreachable URL never makes an absence (a URL that did not answer makes the
@@ -51,7 +54,7 @@ from typing import Any, TypeVar
 import httpx
 import trio
 
-from qtg.domain.evm import rpc_error_transient
+from qtg.domain.evm import rpc_error_transient, send_refused
 from qtg.providers.base import RetryLater
 
 log = logging.getLogger("qtg.providers.evm.rpc")
@@ -90,6 +93,11 @@ class RpcError(Exception):
     @property
     def transient(self) -> bool:
         return rpc_error_transient(self.code, self.message)
+
+    @property
+    def refusal(self) -> bool:
+        """As an answer to a broadcast: the node did not take the bytes."""
+        return send_refused(self.code, self.message)
 
 
 class RpcUnavailable(Exception):
@@ -452,7 +460,9 @@ class EvmRpc:
             try:
                 answers[index] = ("ok", await self._post(self.urls[index], method, params))
             except RpcError as exc:
-                answers[index] = ("refused", exc)
+                # An error of the node (internal, timeout, rate limit) is not a
+                # refusal: the bytes may have gone on to the network (send_refused).
+                answers[index] = ("refused" if exc.refusal else "silent", exc)
             except _NoAnswer as exc:
                 answers[index] = ("silent", exc)
 
