@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,7 +56,7 @@ from qtg.domain.states import NodeState, RequestState
 from qtg.providers.base import ObserveStatus
 from qtg.providers.registry import UnknownExecutorError
 from qtg.services import progress
-from qtg.services.batch import run_each, run_each_isolated
+from qtg.services.batch import run_each
 from qtg.services.context import ServiceContext
 
 log = logging.getLogger("qtg.services.observe")
@@ -101,49 +101,67 @@ LANE_BATCHES = 8
 
 
 async def observe_batches(ctx: ServiceContext) -> int:
-    """MG_NODE_OBSERVE_CONCURRENCY lanes side by side (issue 29 item 3), each
-    taking batches in turn (`observe_batch`) while its claims come back full.
+    """Up to MG_NODE_OBSERVE_CONCURRENCY lanes side by side (issue 29 item 3),
+    each taking batches in turn (`observe_batch`) while its claims come back full.
 
     Waiting work is bound by round trips: one batch is a claim transaction,
     the provider calls and a write, and the next claim used to wait for all
     three. With several lanes the claims, the calls and the writes of different
-    batches overlap. The lanes cannot claim each other's nodes: a claim leases
-    its nodes (next_observe_at moves past the observation) in the transaction
-    that locked them. One lane's failure does not cancel the others' calls in
-    flight (their leases would hold their nodes for MG_NODE_OBSERVE_LEASE_SECONDS);
-    it is raised once every lane has stopped.
+    batches overlap. A pass starts with one lane; a claim that comes back full
+    (there may be more due work) starts another, up to the setting — so a pass
+    with little to do costs one claim, as before, not one per lane. The lanes
+    cannot claim each other's nodes: a claim leases its nodes (next_observe_at
+    moves past the observation) in the transaction that locked them. One lane's
+    failure does not cancel the others' calls in flight (their leases would
+    hold their nodes for MG_NODE_OBSERVE_LEASE_SECONDS); it is raised once
+    every lane has stopped.
     """
-    lanes = ctx.settings.node_observe_concurrency
+    most = ctx.settings.node_observe_concurrency
     size = ctx.settings.node_observe_batch_size
+    observed = 0
+    started = 1
+    failures: list[Exception] = []
 
-    async def lane(_: int) -> int:
-        observed = 0
-        for _turn in range(LANE_BATCHES):
-            claimed = await observe_batch(ctx)
-            observed += claimed
-            if claimed < size:
-                break
-        return observed
+    async def lane(nursery: trio.Nursery) -> None:
+        nonlocal observed, started
 
-    if lanes == 1:
-        return await lane(0)
-    return await run_each_isolated(lane, range(lanes), lanes)
+        def full() -> None:  # a full claim: another lane, if the setting allows
+            nonlocal started
+            if started < most:
+                started += 1
+                nursery.start_soon(lane, nursery)
+
+        try:
+            for _turn in range(LANE_BATCHES):
+                claimed = await observe_batch(ctx, on_full=full)
+                observed += claimed
+                if claimed < size:
+                    return
+        except Exception as exc:  # the other lanes finish their batches: raised below
+            failures.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lane, nursery)
+    if failures:
+        raise failures[0]
+    return observed
 
 
-async def observe_batch(ctx: ServiceContext) -> int:
+async def observe_batch(ctx: ServiceContext, on_full: Callable[[], None] | None = None) -> int:
     """Claim and lease up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
     statement and commit; observe them side by side with no lock held; write
-    every outcome whose lease still holds in one short transaction."""
+    every outcome whose lease still holds in one short transaction. `on_full`
+    is called once the claim has committed, if it took a whole batch."""
+    limit = ctx.settings.node_observe_batch_size
     async with ctx.db.transaction() as tx:
         rows = await tx.fetch(
             SQL.claim_batch,
-            {
-                "limit": ctx.settings.node_observe_batch_size,
-                "network_class": ctx.settings.network_class,
-            },
+            {"limit": limit, "network_class": ctx.settings.network_class},
         )
         snaps = await progress.snapshots_from_claim(tx, rows)
         lease = _lease(ctx, tx, rows, snaps)
+    if on_full is not None and len(rows) >= limit:
+        on_full()
     # committed: the rows are unlocked, and leased to this pass
     await _observe_leased(ctx, lease)
     return len(rows)

@@ -181,3 +181,28 @@ async def test_a_pending_batch_skips_a_node_whose_request_left_executing(
     assert (held["node_state"], held["observe_count"]) == ("SUBMITTED", 0)
     assert held["observe_lease"] is not None
     assert [rows[r][0]["observe_count"] for r in rids[1:]] == [1, 1, 1]
+
+
+async def test_a_pass_with_less_than_a_batch_claims_once(
+    svc: ServiceContext, dsn: str, counted: Any
+) -> None:
+    """More lanes start only when a claim comes back full: a pass with a few due
+    nodes costs one claim, not one per lane (every qtg_observe wake-up of a
+    drain of instant nodes runs such a pass)."""
+    settings = svc.settings.replace(
+        node_observe_batch_size=4, node_observe_concurrency=4, node_observe_provider_concurrency=4
+    )
+    ctx, _ = counted(settings, open_at=1)
+    await submitted(svc, ctx, 3)
+    claims = 0
+
+    class CountingDatabase(Database):
+        def transaction(self) -> Any:  # the observer's claims are its only transactions
+            nonlocal claims
+            claims += 1
+            return super().transaction()
+
+    async with CountingDatabase(dsn, max_size=4) as db:
+        counting_ctx = ServiceContext(db, settings, ctx.providers)
+        assert await observe_active_nodes(counting_ctx) == 3
+    assert claims == 1
