@@ -13,7 +13,8 @@ figures mean what `python -m bench` says they mean (same code).
 with its own virtualenv whose `bin/qtg-runtime` runs the figures (every
 variant is then an (env, tree) pair); the benchmark itself, the server and the
 workload stay this checkout's. With `--peers`, PgQueuer's pickup is measured
-in each round too, on the same server (python -m bench --peers's method):
+(and, with drains, its drain of PEER_DRAIN_JOBS no-op jobs) in each round too,
+on the same server (python -m bench --peers's method):
 
     git worktree add --detach /tmp/qtg-main main && (cd /tmp/qtg-main && python3 -m venv .venv \
         && .venv/bin/pip install -q -e '.[test]')
@@ -34,6 +35,9 @@ import trio
 
 from bench import databases, latency, peers, procs, throughput
 from bench.server import PrivateServer
+
+#: No-op jobs in PgQueuer's drain (python -m bench --peers drains as many).
+PEER_DRAIN_JOBS = 20000
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
                     figures["pgqueuer"]["pickup p50 ms"].append(result.pickup.p50)
                     figures["pgqueuer"]["pickup p99 ms"].append(result.pickup.p99)
                     say(f"pgqueuer: pickup {result.pickup.p50:.2f} / {result.pickup.p99:.2f} ms")
+                    if not args.no_drain:
+                        rate = await peers.measure_drain(server, "pgqueuer", jobs=PEER_DRAIN_JOBS)
+                        figures["pgqueuer"]["drain jobs/s"].append(rate)
+                        say(f"pgqueuer: drain {rate:.0f} jobs/s")
 
         trio.run(run)
     for name, figs in figures.items():

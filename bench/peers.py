@@ -78,6 +78,12 @@ async def measure_pickup(
     return result
 
 
+async def measure_drain(server: PrivateServer, peer: str, *, jobs: int) -> float:
+    """One peer's drain of `jobs` no-op jobs alone, in jobs per second."""
+    drain = await _run_peer(server, peer, "drain", jobs, 0)
+    return float(drain["jobs_per_s"])  # type: ignore[arg-type]
+
+
 async def measure(
     server: PrivateServer, *, pickup_samples: int, pickup_warmup: int, drain_jobs: int
 ) -> list[PeerResult]:
@@ -89,8 +95,7 @@ async def measure(
             result = await measure_pickup(
                 server, peer, samples=pickup_samples, warmup=pickup_warmup
             )
-            drain = await _run_peer(server, peer, "drain", drain_jobs, 0)
-            result.jobs_per_s = float(drain["jobs_per_s"])  # type: ignore[arg-type]
+            result.jobs_per_s = await measure_drain(server, peer, jobs=drain_jobs)
             result.drain_jobs = drain_jobs
         except (RuntimeError, trio.TooSlowError, ValueError, KeyError) as exc:
             result.problems.append(f"peer {peer}: {exc or type(exc).__name__}")
