@@ -8,6 +8,17 @@ and a 1-process drain of the same backlog (and a 2-process drain with
 figures mean what `python -m bench` says they mean (same code).
 
     .venv/bin/python -m bench.ab --env '' --env 'MG_NODE_OBSERVE_BATCH_SIZE=32'
+
+`--tree NAME=PATH` measures commits instead (or as well): each is a checkout
+with its own virtualenv whose `bin/qtg-runtime` runs the figures (every
+variant is then an (env, tree) pair); the benchmark itself, the server and the
+workload stay this checkout's. With `--peers`, PgQueuer's pickup is measured
+(and, with drains, its drain of PEER_DRAIN_JOBS no-op jobs) in each round too,
+on the same server (python -m bench --peers's method):
+
+    git worktree add --detach /tmp/qtg-main main && (cd /tmp/qtg-main && python3 -m venv .venv \
+        && .venv/bin/pip install -q -e '.[test]')
+    .venv/bin/python -m bench.ab --tree main=/tmp/qtg-main --tree branch=. --peers
 """
 
 from __future__ import annotations
@@ -18,16 +29,25 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import trio
 
-from bench import databases, latency, throughput
+from bench import databases, latency, peers, procs, throughput
 from bench.server import PrivateServer
+
+#: No-op jobs in PgQueuer's drain (python -m bench --peers drains as many).
+PEER_DRAIN_JOBS = 20000
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.split("\n")[0])
     parser.add_argument("--env", action="append", default=[], help="one variant's MG_* settings")
+    parser.add_argument(
+        "--tree", action="append", default=[], help="NAME=PATH: a checkout whose runtime to run"
+    )
+    parser.add_argument("--peers", action="store_true", help="PgQueuer's pickup in each round")
+    parser.add_argument("--no-drain", action="store_true", help="pickups only")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--movements", type=int, default=2000, help="3-node movements per drain")
     parser.add_argument("--pickups", type=int, default=200, help="pickup samples per run (0: none)")
@@ -36,7 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         "--statements", action="store_true", help="print each drain's statements per node"
     )
     args = parser.parse_args(argv)
-    variants = args.env or [""]
+    envs = args.env or [""]
+    trees = [
+        (name, Path(path).resolve() / "bin" / "qtg-runtime")
+        for name, path in (t.split("=", 1) for t in args.tree)
+    ] or [("", procs.BIN)]
+    variants = [(env, tree) for tree in trees for env in envs]
     figures: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     t0 = time.monotonic()
 
@@ -47,11 +72,13 @@ def main(argv: list[str] | None = None) -> int:
 
         async def run() -> None:
             base = await databases.prepare_base(server)
-            backlog, _ = await databases.prepare_backlog(server, args.movements)
+            if not args.no_drain:
+                backlog, _ = await databases.prepare_backlog(server, args.movements)
             for round_no in range(args.rounds):
-                for i, env in enumerate(variants):
+                for i, (env, (tree, launcher)) in enumerate(variants):
                     os.environ["QTG_BENCH_RUNTIME_ENV"] = env
-                    name = env or "(defaults)"
+                    procs.BIN = launcher
+                    name = " ".join(x for x in (tree, env) if x) or "(defaults)"
                     if args.pickups:
                         res = await latency.measure(
                             server,
@@ -68,23 +95,23 @@ def main(argv: list[str] | None = None) -> int:
                                 statistics.median(values)
                             )
                         say(f"{name}: pickup {res.summary.p50:.2f} / {res.summary.p99:.2f} ms")
-                    for procs in (1, 2) if args.two else (1,):
+                    for n in () if args.no_drain else (1, 2) if args.two else (1,):
                         d = await throughput.drain(
                             server,
                             backlog,
                             args.movements,
-                            label=f"ab{round_no}_{i}_{procs}",
-                            processes=procs,
+                            label=f"ab{round_no}_{i}_{n}",
+                            processes=n,
                             window_s=60,
                         )
-                        figures[name][f"drain {procs}p nodes/s"].append(d.nodes_per_s)
-                        figures[name][f"{procs}p statements/node"].append(d.per_node(d.round_trips))
-                        figures[name][f"{procs}p commits/node"].append(d.per_node(d.commits))
-                        figures[name][f"{procs}p cpu ms/node rt+pg"].append(
+                        figures[name][f"drain {n}p nodes/s"].append(d.nodes_per_s)
+                        figures[name][f"{n}p statements/node"].append(d.per_node(d.round_trips))
+                        figures[name][f"{n}p commits/node"].append(d.per_node(d.commits))
+                        figures[name][f"{n}p cpu ms/node rt+pg"].append(
                             1000 * (d.runtime_cpu_s + d.postgres_cpu_s) / max(1, d.nodes_completed)
                         )
                         say(
-                            f"{name}: drain {procs}p {d.nodes_per_s:.1f} nodes/s, "
+                            f"{name}: drain {n}p {d.nodes_per_s:.1f} nodes/s, "
                             f"{d.per_node(d.round_trips):.1f} statements/node, "
                             f"{d.per_node(d.commits):.2f} commits/node, "
                             f"subs {d.submissions}/{d.submission_nodes} dup {d.duplicate_submits}"
@@ -98,6 +125,18 @@ def main(argv: list[str] | None = None) -> int:
                                     f"{float(st['exec_ms']):8.0f} ms  {query}",
                                     file=sys.stderr,
                                 )
+
+                if args.peers:
+                    result = await peers.measure_pickup(
+                        server, "pgqueuer", samples=args.pickups or 200, warmup=20
+                    )
+                    figures["pgqueuer"]["pickup p50 ms"].append(result.pickup.p50)
+                    figures["pgqueuer"]["pickup p99 ms"].append(result.pickup.p99)
+                    say(f"pgqueuer: pickup {result.pickup.p50:.2f} / {result.pickup.p99:.2f} ms")
+                    if not args.no_drain:
+                        rate = await peers.measure_drain(server, "pgqueuer", jobs=PEER_DRAIN_JOBS)
+                        figures["pgqueuer"]["drain jobs/s"].append(rate)
+                        say(f"pgqueuer: drain {rate:.0f} jobs/s")
 
         trio.run(run)
     for name, figs in figures.items():

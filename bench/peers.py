@@ -68,6 +68,22 @@ async def _run_peer(
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
 
+async def measure_pickup(
+    server: PrivateServer, peer: str, *, samples: int, warmup: int
+) -> PeerResult:
+    """One peer's pickup alone (bench.ab --peers: beside qtg's, in each round)."""
+    result = PeerResult(peer)
+    pickup = await _run_peer(server, peer, "pickup", samples, warmup)
+    result.pickup_ms = [float(v) for v in pickup["pickup_ms"]]  # type: ignore[union-attr]
+    return result
+
+
+async def measure_drain(server: PrivateServer, peer: str, *, jobs: int) -> float:
+    """One peer's drain of `jobs` no-op jobs alone, in jobs per second."""
+    drain = await _run_peer(server, peer, "drain", jobs, 0)
+    return float(drain["jobs_per_s"])  # type: ignore[arg-type]
+
+
 async def measure(
     server: PrivateServer, *, pickup_samples: int, pickup_warmup: int, drain_jobs: int
 ) -> list[PeerResult]:
@@ -76,10 +92,10 @@ async def measure(
     for peer in PEERS:
         result = PeerResult(peer)
         try:
-            pickup = await _run_peer(server, peer, "pickup", pickup_samples, pickup_warmup)
-            result.pickup_ms = [float(v) for v in pickup["pickup_ms"]]  # type: ignore[union-attr]
-            drain = await _run_peer(server, peer, "drain", drain_jobs, 0)
-            result.jobs_per_s = float(drain["jobs_per_s"])  # type: ignore[arg-type]
+            result = await measure_pickup(
+                server, peer, samples=pickup_samples, warmup=pickup_warmup
+            )
+            result.jobs_per_s = await measure_drain(server, peer, jobs=drain_jobs)
             result.drain_jobs = drain_jobs
         except (RuntimeError, trio.TooSlowError, ValueError, KeyError) as exc:
             result.problems.append(f"peer {peer}: {exc or type(exc).__name__}")

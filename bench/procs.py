@@ -157,7 +157,9 @@ async def runtimes(
                 process = await trio.lowlevel.open_process(
                     [str(BIN), *(args or [])],
                     env=dict(env),
-                    cwd=REPO,
+                    # the launcher's own checkout: `python -m` imports qtg from
+                    # the working directory first (bench.ab --tree runs others)
+                    cwd=BIN.parents[1],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,

@@ -351,10 +351,11 @@ def _details(r: Results) -> list[str]:
         )
         out.append("| segment | what | p50 ms | p99 ms |\n|---|---|---|---|")
         what = {
-            "wake": "READY commit → BEGIN: NOTIFY, hub, wake-up, pooled connection, BEGIN",
-            "claim": "batch claim (with its request and plan edges), load nodes, "
-            "drift check, context, preflight, prepare, sign (Python), then "
-            "the deferred UPDATE request (pipelined at commit)",
+            "wake": "READY commit → BEGIN: NOTIFY, hub, wake-up, pooled connection, "
+            "the release of due waits (its own transaction, ahead of the BEGIN)",
+            "claim": "batch claim (with its request and plan edges) and the node load, "
+            "in the BEGIN's round trip; drift check, context, preflight, prepare, sign "
+            "(Python), then the deferred UPDATE request (pipelined at commit)",
             "prepare": "the write-ahead UPDATE, pipelined right after the request's",
             "commit": "COMMIT (+ WAL flush)",
         }

@@ -27,6 +27,9 @@ TERMINATE = Query("t/terminate", "SELECT pg_terminate_backend(%(pid)s)")
 SLEEP = Query("t/sleep", "SELECT pg_sleep(30)")
 SLOW_JSON = Query("t/slow-json", "SELECT pg_sleep(0.005), %(a)s::jsonb AS j")
 ALIVE = Query("t/alive", "SELECT count(*) FROM pg_stat_activity WHERE pid = %(pid)s")
+XID = Query("t/xid", "SELECT txid_current() AS x")
+SET_MARK = Query("t/set_mark", "SELECT set_config('qtg.t_mark', %(v)s, true) AS v")
+GET_MARK = Query("t/get_mark", "SELECT current_setting('qtg.t_mark', true) AS v")
 ACTIVE = Query(
     "t/active",
     "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = %(pid)s AND state = 'active'",
@@ -81,6 +84,58 @@ async def test_begin_sent_with_the_first_statement_still_makes_one_transaction(
                 tx.defer(BAD)
         assert [r["n"] for r in await other.fetch(ROWS)] == [1, 2, 3]
     assert db.stats().get("pool_available", 0) == db.stats().get("pool_size", 0)
+
+
+async def test_a_write_deferred_before_commits_on_its_own_before_the_transaction(
+    db: Database, dsn: str
+) -> None:
+    """`defer_before` (issue 29 item 5): the write travels in the transaction's
+    first round trip but is a transaction of its own, committed before the
+    BEGIN — it stays when the transaction after it rolls back, and that
+    transaction sees it; a failing one raises there and runs nothing after it."""
+    await db.execute(CREATE)
+    async with Database(dsn, min_size=1, max_size=1) as other:
+        with pytest.raises(RuntimeError, match="undo"):
+            async with db.transaction() as tx:
+                tx.defer_before(INSERT, {"n": 1})
+                tx.defer(INSERT, {"n": 2})
+                assert [r["n"] for r in await tx.fetch(ROWS)] == [1, 2]
+                assert [r["n"] for r in await other.fetch(ROWS)] == [1]  # committed alone
+                with pytest.raises(RuntimeError):
+                    tx.defer_before(INSERT, {"n": 3})  # the transaction has begun
+                raise RuntimeError("undo")
+        assert [r["n"] for r in await other.fetch(ROWS)] == [1]
+
+        async with db.transaction() as tx:  # deferred writes only: all at the commit
+            tx.defer_before(INSERT, {"n": 4})
+            tx.defer(INSERT, {"n": 5})
+        assert [r["n"] for r in await other.fetch(ROWS)] == [1, 4, 5]
+
+        with pytest.raises(psycopg.errors.NotNullViolation):
+            async with db.transaction() as tx:
+                tx.defer_before(BAD)
+                await tx.fetch(ROWS)
+        assert [r["n"] for r in await other.fetch(ROWS)] == [1, 4, 5]
+    assert db.stats().get("pool_available", 0) == db.stats().get("pool_size", 0)
+
+
+async def test_fetch_each_runs_statements_in_order_in_the_transaction(db: Database) -> None:
+    """`fetch_each`: several statements in one pipeline, each its own statement
+    in the same transaction — a later one sees what an earlier one set."""
+    await db.execute(CREATE)
+    async with db.transaction() as tx:
+        tx.defer(INSERT, {"n": 1})
+        first, second, rows, xid = await tx.fetch_each(
+            (SET_MARK, {"v": "a"}), (GET_MARK, None), (ROWS, None), (XID, None)
+        )
+        assert (first, second, rows) == ([{"v": "a"}], [{"v": "a"}], [{"n": 1}])
+        assert await tx.fetchval(XID) == xid[0]["x"]  # one transaction
+    async with db.transaction() as tx:  # transaction-local: gone
+        assert await tx.fetch_each((GET_MARK, None)) in ([[{"v": None}]], [[{"v": ""}]])
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        async with db.transaction() as tx:
+            await tx.fetch_each((BAD, None), (INSERT, {"n": 2}))
+    assert [r["n"] for r in await db.fetch(ROWS)] == [1]
 
 
 async def test_a_claim_miss_rolls_back_only_its_savepoint(db: Database) -> None:

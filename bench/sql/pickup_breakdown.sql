@@ -4,11 +4,13 @@
 -- and the snapshot load) and the node's READY → SUBMITTING event row (the
 -- write-ahead UPDATE); event rows carry clock_timestamp() at their INSERT.
 --   wake:    READY commit → BEGIN (NOTIFY delivery, the hub, the dispatcher's
---            wake-up, a pooled connection, the BEGIN round trip)
+--            wake-up, a pooled connection, and the transaction that releases
+--            due transient waits, committed ahead of the BEGIN in the same
+--            pipeline)
 --   claim:   BEGIN → EXECUTING row (the batch claim with its request and plan
---            edges, load nodes, drift check, context, preflight, prepare, sign,
---            then the request UPDATE: it is deferred, so it runs in the
---            pipeline sent ahead of the COMMIT)
+--            edges and the node load, in that same round trip; drift check,
+--            context, preflight, prepare, sign, then the request UPDATE: it is
+--            deferred, so it runs in the pipeline sent ahead of the COMMIT)
 --   prepare: EXECUTING row → SUBMITTING row (the write-ahead UPDATE, next in
 --            that pipeline)
 --   commit:  SUBMITTING row → its commit (the COMMIT round trip)

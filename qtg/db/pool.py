@@ -412,18 +412,29 @@ class Tx:
     commit of a transaction of deferred writes only): see the module docstring.
     """
 
-    __slots__ = ("_begun", "_conn", "_db", "_pending", "_savepoints")
+    __slots__ = ("_before", "_begun", "_conn", "_db", "_pending", "_savepoints")
 
     def __init__(self, db: Database) -> None:
         self._db = db
         self._conn: TrioConnection | None = None
         self._begun = False  # BEGIN sent on _conn
         self._pending: list[tuple[Query, Params]] = []
+        self._before: list[tuple[Query, Params]] = []
         self._savepoints = itertools.count(1)
 
     def defer(self, query: Query, params: Params = None) -> None:
         """Queue a write to be sent with the next statement or the commit."""
         self._pending.append((query, params))
+
+    def defer_before(self, query: Query, params: Params = None) -> None:
+        """Queue a write to run in a transaction of its OWN, committed before
+        this transaction begins, yet sent in the same round trip as its BEGIN
+        (BEGIN, the write, COMMIT, then this transaction's BEGIN, in one
+        pipeline). Only before the first statement. Its failure raises where
+        the BEGIN is sent, and nothing after it in that pipeline runs."""
+        if self._begun:
+            raise RuntimeError("defer_before() after the transaction began")
+        self._before.append((query, params))
 
     @asynccontextmanager
     async def _run(self, text: str, params: Params = None) -> AsyncIterator[Any]:
@@ -449,7 +460,12 @@ class Tx:
         """Queue BEGIN (if not yet sent) and the deferred writes on `conn`'s
         pipeline; they are sent with what follows, at the pipeline's sync."""
         pending, self._pending = self._pending, []
+        before, self._before = self._before, []
         async with conn.cursor() as cur:
+            for query, params in before:  # each committed in its own transaction
+                await cur.execute(_BEGIN)
+                await cur.execute(query.text, params)  # type: ignore[arg-type]
+                await cur.execute(_COMMIT)
             if not self._begun:
                 self._begun = True
                 await cur.execute(_BEGIN)
@@ -473,6 +489,30 @@ class Tx:
         if row is None:
             return None
         return next(iter(row.values()))
+
+    async def fetch_each(self, *statements: tuple[Query, Params]) -> list[list[dict[str, Any]]]:
+        """Run `statements` in ONE round trip (one pipeline, with the BEGIN and
+        the writes deferred so far); the rows of each, in order. Each is still
+        a statement of its own — its own snapshot, taken when the one before
+        it has finished — so a later one sees the earlier ones' effects (a
+        lock taken, a transaction-local setting written). A failing statement
+        raises, and the ones after it were not executed."""
+        if self._conn is None:
+            self._conn = await self._db.getconn()
+        conn = self._conn
+        cursors = [conn.cursor() for _ in statements]
+        try:
+            try:
+                async with conn.pipeline():
+                    await self._send_queued(conn)
+                    for cur, (query, params) in zip(cursors, statements, strict=True):
+                        await cur.execute(query.text, params)  # type: ignore[arg-type]
+            except psycopg.errors.ReadOnlySqlTransaction as exc:
+                raise _read_only_refused(conn, exc) from exc
+            return [await cur.fetchall() if _has_rows(cur) else [] for cur in cursors]
+        finally:
+            for cur in cursors:
+                await cur.close()
 
     async def claim(self, query: Query, params: Params = None) -> dict[str, Any] | None:
         """Run a claim query under a savepoint: on a miss roll the savepoint back,
@@ -499,17 +539,17 @@ class Tx:
         """Commit (sending BEGIN and the deferred writes with it when they are
         still queued) or roll back; always give the connection back. A failed
         commit rolls back and raises."""
-        if commit and self._pending and self._conn is None:  # deferred writes only
-            self._conn = await self._db.getconn()
+        if commit and (self._pending or self._before) and self._conn is None:
+            self._conn = await self._db.getconn()  # deferred writes only
         conn, self._conn = self._conn, None
         if conn is None:
-            self._pending = []
+            self._pending, self._before = [], []
             return
         try:
             with trio.fail_after(_FINISH_TIMEOUT_SECONDS):
                 if not commit:
                     await _rollback_quietly(conn)
-                elif self._pending:
+                elif self._pending or self._before:
                     try:
                         async with conn.pipeline():
                             await self._send_queued(conn)
@@ -524,7 +564,7 @@ class Tx:
                 await _rollback_quietly(conn)
             raise
         finally:
-            self._pending = []
+            self._pending, self._before = [], []
             self._db.putconn(conn)
 
 

@@ -141,22 +141,31 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
     "The default dispatcher and observer"). Returns how many nodes were
     dispatched.
     """
-    await release_due_waits(ctx)
     if ctx.durability is not None and await ctx.durability.holds_submits(ctx):
+        await release_due_waits(ctx)
         return 0  # MG_REQUIRE_SYNCHRONOUS_REPLICATION: nodes stay READY, paged
     concurrency = ctx.settings.node_dispatch_concurrency
+    if ctx.settings.node_dispatch_batch_size > 1 and concurrency == 1:
+        # the release travels, committed on its own, in the claim's round trip
+        return await dispatch_batch(ctx, release_due=True)
+    await release_due_waits(ctx)
     unit = dispatch_one_node if ctx.settings.node_dispatch_batch_size == 1 else dispatch_batch
     if concurrency == 1:
         return await unit(ctx)
     return await run_each_isolated(lambda _: unit(ctx), range(concurrency), concurrency)
 
 
+#: sql/dispatch/release_due.sql's parameters.
+RELEASE_DUE_PARAMS = {"limit": RELEASE_DUE_LIMIT}
+
+
 async def release_due_waits(ctx: ServiceContext) -> int:
     """READY nodes whose transient wait (dispatch_not_before) is over go back into
-    the claim's walk; how many. One statement, an index walk of the waiting nodes."""
-    async with ctx.db.transaction() as tx:
-        rows = await tx.fetch(SQL.release_due, {"limit": RELEASE_DUE_LIMIT})
-    return len(rows)
+    the claim's walk; how many. One statement, an index walk of the waiting nodes,
+    in a transaction of its own (a single statement: one round trip).
+    `dispatch_batch(release_due=True)` sends the same transaction ahead of its
+    claim's BEGIN instead, in the claim's round trip."""
+    return len(await ctx.db.fetch(SQL.release_due, RELEASE_DUE_PARAMS))
 
 
 async def next_dispatch_due(ctx: ServiceContext) -> Any:
@@ -188,11 +197,17 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
     return 0
 
 
-async def dispatch_batch(ctx: ServiceContext) -> int:
+async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> int:
     """Claim up to MG_NODE_DISPATCH_BATCH_SIZE READY nodes in one statement,
     prepare each and write all their write-ahead SUBMITTING rows in ONE
     synchronous commit, then submit them side by side. Returns how many nodes
     were dispatched (the batch, without the rows left out of it).
+
+    Round trips up to the write-ahead commit (issue 29 item 5): two. The first
+    carries `release_due_waits`'s transaction when `release_due` (committed on
+    its own before the claim's BEGIN, as if sent alone), the BEGIN, the claim
+    and the load of the claimed requests' nodes; the second the deferred
+    writes and the COMMIT.
 
     Every check of the single-node path runs per node, in `_prepare`, on the
     same locks (node and request, FOR NO KEY UPDATE): at most one node per
@@ -209,7 +224,11 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
     """
     submissions: list[Submission] = []
     async with ctx.db.transaction() as tx:
-        rows = await tx.fetch(
+        if release_due:
+            tx.defer_before(SQL.release_due, RELEASE_DUE_PARAMS)
+        # BEGIN, the claim and the load of its requests' nodes: one round trip
+        rows, snaps = await progress.claim_with_nodes(
+            tx,
             SQL.claim_batch,
             {
                 "network_class": ctx.settings.network_class,
@@ -217,7 +236,6 @@ async def dispatch_batch(ctx: ServiceContext) -> int:
             },
         )
         batch = first_per_request(rows)
-        snaps = await progress.snapshots_from_claim(tx, batch)
         write_aheads: list[Submission] = []
         for row in batch:
             submission = await _prepare(ctx, tx, row["id"], snaps[row["request_id"]], write_aheads)

@@ -93,10 +93,41 @@ CLAIMED_REQUEST_COLUMNS = (
 )  # fmt: skip
 
 
-async def snapshots_from_claim(tx: Tx, rows: Sequence[Mapping[str, Any]]) -> dict[Any, Snapshot]:
+async def snapshots_from_claim(
+    tx: Tx,
+    rows: Sequence[Mapping[str, Any]],
+    nodes: Sequence[dict[str, Any]] | None = None,
+) -> dict[Any, Snapshot]:
     """`load_snapshots` for the rows of a batch claim that returned its requests'
     columns (and, when it returned `plan_edges`, the plan's edges as stored
-    now): only the nodes are read, in one statement."""
+    now): only the nodes are read, in one statement — or taken from `nodes`,
+    when the caller read them with the claim (`claim_with_nodes`)."""
+    out = _claimed_snapshots(rows)
+    if nodes is None:
+        await _load_nodes(tx, out)
+    else:
+        for row in nodes:
+            snap = out.get(row["request_id"])
+            if snap is not None:
+                snap.nodes.append(row)
+    return out
+
+
+async def claim_with_nodes(
+    tx: Tx, claim: Query, params: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], dict[Any, Snapshot]]:
+    """Run a batch claim that records its request ids in the transaction-local
+    setting qtg.claimed_requests (sql/dispatch/claim_batch.sql) and the node
+    load of those requests in ONE round trip (issue 29 item 5); the claimed
+    rows and their snapshots. The load is the next statement of the pipeline,
+    so its snapshot is taken after the claim's locks, as when it was sent
+    alone."""
+    rows, nodes = await tx.fetch_each((claim, params), (SQL.load_nodes, {"request_ids": None}))
+    return rows, await snapshots_from_claim(tx, rows, nodes)
+
+
+def _claimed_snapshots(rows: Sequence[Mapping[str, Any]]) -> dict[Any, Snapshot]:
+    """A node-less Snapshot per request of a claim's rows, from its request columns."""
     out: dict[Any, Snapshot] = {}
     for row in rows:
         if row["request_id"] in out:
@@ -104,7 +135,6 @@ async def snapshots_from_claim(tx: Tx, rows: Sequence[Mapping[str, Any]]) -> dic
         request = {k: row[k] for k in CLAIMED_REQUEST_COLUMNS}
         request["id"], request["created_at"] = row["request_id"], row["request_created_at"]
         out[row["request_id"]] = Snapshot(request, [], list(row.get("plan_edges") or []))
-    await _load_nodes(tx, out)
     return out
 
 

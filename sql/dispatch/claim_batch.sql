@@ -31,6 +31,19 @@
 -- plan's edges as stored now (sql/progress/load_plan_edges.sql) come with the
 -- claim: the claim locked that request row, so re-reading it would only cost
 -- round trips (progress.snapshots_from_claim).
+--
+-- claimed_requests: the claimed rows' request ids, also written to the
+-- transaction-local setting qtg.claimed_requests, so that the node load
+-- (sql/progress/load_nodes.sql with request_ids NULL) can be sent in the same
+-- pipeline as this claim — one round trip, not two (issue 29 item 5). The
+-- nodes cannot be read here: this statement's snapshot predates its own locks,
+-- so a sibling an observer completed meanwhile would be seen in flight; the
+-- load is the next statement, with a snapshot taken after these locks. The
+-- window over no ORDER BY adds no sort: rows keep the walk's order.
+SELECT c.*,
+       set_config('qtg.claimed_requests', (array_agg(c.request_id) OVER ())::text, true)
+           AS claimed_requests
+FROM (
 WITH RECURSIVE heads AS (
     (SELECT n.request_created_at, n.request_id
      FROM movement_request_nodes n
@@ -92,3 +105,4 @@ CROSS JOIN LATERAL (
 JOIN movement_templates ON movement_templates.id = r.template_id
 JOIN template_versions ON template_versions.id = r.template_version_id
 LIMIT %(limit)s
+) c

@@ -8,6 +8,10 @@
 -- guessed a fixed share of the table per id and, for a batch of 64 requests,
 -- seq-scanned the whole node table: 4.4 ms on 10k in flight, on every claim,
 -- growing with the backlog.
+--
+-- request_ids NULL: the requests the dispatch claim of this transaction
+-- recorded in qtg.claimed_requests (sql/dispatch/claim_batch.sql), so this
+-- load can travel in the claim's pipeline, before its ids are known here.
 SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state, n.attempt_no,
        n.idempotency_key, n.started_at, n.next_observe_at, n.observe_count,
        n.provider_refs, n.artifacts, n.error_code, n.recover_attempts, n.transient_tries,
@@ -19,7 +23,10 @@ SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state,
        coalesce((SELECT array_agg(t.node_key ORDER BY t.position)
                  FROM plan_edges e JOIN plan_nodes t ON t.id = e.to_node_id
                  WHERE e.from_node_id = p.id), '{}') AS successor_keys
-FROM (SELECT DISTINCT wanted.id FROM unnest(%(request_ids)s::uuid[]) AS wanted(id)) AS wanted
+FROM (SELECT DISTINCT wanted.id
+      FROM unnest(coalesce(%(request_ids)s::uuid[],
+                           nullif(current_setting('qtg.claimed_requests', true), '')::uuid[]))
+           AS wanted(id)) AS wanted
 CROSS JOIN LATERAL (
     SELECT n.*
     FROM movement_request_nodes n
