@@ -448,7 +448,7 @@ class Tx:
                 if self._begun and not self._pending:
                     await cur.execute(text, params)  # type: ignore[arg-type]
                 else:
-                    async with conn.pipeline():
+                    async with _pipeline(conn):
                         await self._send_queued(conn)
                         await cur.execute(text, params)  # type: ignore[arg-type]
                     # the pipeline's sync (one round trip) brought every result back
@@ -503,7 +503,7 @@ class Tx:
         cursors = [conn.cursor() for _ in statements]
         try:
             try:
-                async with conn.pipeline():
+                async with _pipeline(conn):
                     await self._send_queued(conn)
                     for cur, (query, params) in zip(cursors, statements, strict=True):
                         await cur.execute(query.text, params)  # type: ignore[arg-type]
@@ -551,7 +551,7 @@ class Tx:
                     await _rollback_quietly(conn)
                 elif self._pending or self._before:
                     try:
-                        async with conn.pipeline():
+                        async with _pipeline(conn):
                             await self._send_queued(conn)
                             async with conn.cursor() as cur:
                                 await cur.execute(_COMMIT)
@@ -566,6 +566,27 @@ class Tx:
         finally:
             self._pending, self._before = [], []
             self._db.putconn(conn)
+
+
+@asynccontextmanager
+async def _pipeline(conn: TrioConnection) -> AsyncIterator[None]:
+    """`conn.pipeline()`, except that a cancellation inside it closes `conn`.
+
+    Cancelled while the pipeline waits for its sync, psycopg cannot finish it:
+    the results are still on their way ("cannot exit pipeline mode while busy"),
+    and whatever tidies up afterwards (a rollback) can leave the connection
+    looking idle with a result still queued — the next transaction on it failed
+    with "unexpected result status from query: PIPELINE_SYNC". Closed, it is
+    never pooled again, and the server rolls its transaction back.
+    """
+    try:
+        async with conn.pipeline():
+            yield
+    except BaseException as exc:
+        # trio.Cancelled (or an interrupt), or a deadline (TooSlowError) around it
+        if not isinstance(exc, Exception) or isinstance(exc, trio.TooSlowError):
+            _close(conn)
+        raise
 
 
 async def _rollback_quietly(conn: TrioConnection) -> None:
