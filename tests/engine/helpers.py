@@ -11,6 +11,7 @@ import trio
 
 from qtg.config import Settings
 from qtg.db import Database, Query
+from qtg.domain.context import ExecutionContext
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import ClaimWalk, Submission, _prepare, dispatch_ready_nodes
 from qtg.services.movements import approve_movement, create_movement, get_movement
@@ -182,3 +183,30 @@ async def race_passes(
         for _ in range(racers):
             nursery.start_soon(racer)
     return results, overlapping
+
+
+class WrappedExecutor:
+    """An executor (the sandbox's, in these tests) with every call passed through:
+    a test's executor subclasses it and overrides only the call it changes. `key`
+    is what a plan node's `executor_key` names it by."""
+
+    key = "wrapped"
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.action_types = inner.action_types
+
+    async def preflight(self, ctx: ExecutionContext) -> None:
+        await self._inner.preflight(ctx)
+
+    async def prepare(self, ctx: ExecutionContext) -> Any:
+        return await self._inner.prepare(ctx)
+
+    async def submit(self, ctx: ExecutionContext, prepared: Any, signature: Any, key: str) -> Any:
+        return await self._inner.submit(ctx, prepared, signature, key)
+
+    async def observe(self, ctx: ExecutionContext) -> Any:
+        return await self._inner.observe(ctx)
+
+    async def recover(self, ctx: ExecutionContext) -> Any:
+        return await self._inner.recover(ctx)

@@ -29,7 +29,17 @@ from qtg.services.movements import create_movement, get_movement, retry_node
 from qtg.services.observe import next_observe_due, observe_active_nodes
 from qtg.services.recover import next_recovery_due, recover_unknown_nodes
 
-from .helpers import Q, drive, eventually, movement, node, states, template, write_ahead_only
+from .helpers import (
+    Q,
+    WrappedExecutor,
+    drive,
+    eventually,
+    movement,
+    node,
+    states,
+    template,
+    write_ahead_only,
+)
 
 NODE_BY_KEY = Query(
     "tests/faults-node",
@@ -114,31 +124,16 @@ async def test_the_recovery_loop_asks_an_undecided_provider_at_a_measured_pace(
 # ---------------------------------------------------------------- item 2
 
 
-class LostConnectionExecutor:
+class LostConnectionExecutor(WrappedExecutor):
     """The sandbox, except that submit dies with the database connection — the
     error psycopg raises when PostgreSQL restarts under a call."""
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.key = "lost-connection"
-        self.action_types = inner.action_types
-
-    async def preflight(self, ctx: ExecutionContext) -> None:
-        await self._inner.preflight(ctx)
-
-    async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
-        return await self._inner.prepare(ctx)
+    key = "lost-connection"
 
     async def submit(
         self, ctx: ExecutionContext, prepared: PreparedAction, signature: str | None, key: str
     ) -> SubmitResult:
         raise psycopg.OperationalError("server closed the connection unexpectedly")
-
-    async def observe(self, ctx: ExecutionContext) -> Any:
-        return await self._inner.observe(ctx)
-
-    async def recover(self, ctx: ExecutionContext) -> Any:
-        return await self._inner.recover(ctx)
 
 
 async def test_a_submit_whose_connection_died_is_left_for_recovery_and_attempted_again(

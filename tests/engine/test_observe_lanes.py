@@ -30,7 +30,7 @@ from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.observe import observe_active_nodes
 
-from .helpers import movement, node, template
+from .helpers import WrappedExecutor, movement, node, template
 
 NODES = Query(
     "tests/lanes-nodes",
@@ -44,15 +44,15 @@ HOLD = Query(
 )
 
 
-class CountingExecutor:
+class CountingExecutor(WrappedExecutor):
     """The sandbox executor, except that observe() counts the calls inside it
     (`inside`, and the most at once in `most`) and waits at `gate`. Once
     `open_at` calls are inside, `full` is set and, if `auto`, the gate opens."""
 
+    key = "counting"
+
     def __init__(self, inner: Any, open_at: int, *, auto: bool = True) -> None:
-        self._inner = inner
-        self.key = "counting"
-        self.action_types = inner.action_types
+        super().__init__(inner)
         self.open_at = open_at
         self.auto = auto
         self.full = trio.Event()
@@ -60,15 +60,6 @@ class CountingExecutor:
         self.inside = 0
         self.most = 0
         self.calls = 0
-
-    async def preflight(self, ctx: ExecutionContext) -> None:
-        await self._inner.preflight(ctx)
-
-    async def prepare(self, ctx: ExecutionContext) -> Any:
-        return await self._inner.prepare(ctx)
-
-    async def submit(self, ctx: ExecutionContext, prepared: Any, signature: Any, key: str) -> Any:
-        return await self._inner.submit(ctx, prepared, signature, key)
 
     async def observe(self, ctx: ExecutionContext) -> Any:
         self.calls += 1
@@ -83,9 +74,6 @@ class CountingExecutor:
             return await self._inner.observe(ctx)
         finally:
             self.inside -= 1
-
-    async def recover(self, ctx: ExecutionContext) -> Any:
-        return await self._inner.recover(ctx)
 
 
 @pytest.fixture

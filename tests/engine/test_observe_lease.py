@@ -31,7 +31,7 @@ from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.movements import get_movement
 from qtg.services.observe import observe_active_nodes
 
-from .helpers import eventually, movement, node, template
+from .helpers import WrappedExecutor, eventually, movement, node, template
 
 LOCK_NOWAIT = Query(
     "tests/lease-lock-nowait",
@@ -54,38 +54,26 @@ WAITING_ON_A_LOCK = Query(
 )
 
 
-class GatedExecutor:
+class GatedExecutor(WrappedExecutor):
     """The sandbox executor, except that observe() waits at `gate` (and says it
     has started by setting `entered`): a provider call in progress for as long
     as the test likes."""
 
+    key = "gated"
+
     def __init__(self, inner: Any, *, open_gate: bool = False) -> None:
-        self._inner = inner
-        self.key = "gated"
-        self.action_types = inner.action_types
+        super().__init__(inner)
         self.entered = trio.Event()
         self.gate = trio.Event()
         self.calls = 0
         if open_gate:
             self.gate.set()
 
-    async def preflight(self, ctx: ExecutionContext) -> None:
-        await self._inner.preflight(ctx)
-
-    async def prepare(self, ctx: ExecutionContext) -> Any:
-        return await self._inner.prepare(ctx)
-
-    async def submit(self, ctx: ExecutionContext, prepared: Any, signature: Any, key: str) -> Any:
-        return await self._inner.submit(ctx, prepared, signature, key)
-
     async def observe(self, ctx: ExecutionContext) -> Any:
         self.calls += 1
         self.entered.set()
         await self.gate.wait()
         return await self._inner.observe(ctx)
-
-    async def recover(self, ctx: ExecutionContext) -> Any:
-        return await self._inner.recover(ctx)
 
 
 @pytest.fixture(params=[True, False], ids=["batch", "per-node"])

@@ -12,11 +12,11 @@ from typing import Any
 from qtg.db import Query
 from qtg.domain.context import ExecutionContext
 from qtg.domain.faults import transient_retry_seconds
-from qtg.providers.base import PreparedAction, RetryLater
+from qtg.providers.base import RetryLater
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes, next_dispatch_due
 
-from .helpers import Q, drive, movement, node, template
+from .helpers import Q, WrappedExecutor, drive, movement, node, template
 
 NODE = Query(
     "tests/transient-node", "SELECT * FROM movement_request_nodes WHERE request_id = %(rid)s"
@@ -29,13 +29,13 @@ MAKE_DUE = Query(
 )
 
 
-class FlakyExecutor:
+class FlakyExecutor(WrappedExecutor):
     """The sandbox, except that preflight raises RetryLater while `down` is set."""
 
+    key = "flaky"
+
     def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.key = "flaky"
-        self.action_types = inner.action_types
+        super().__init__(inner)
         self.down = True
         self.preflights = 0
 
@@ -44,20 +44,6 @@ class FlakyExecutor:
         if self.down:
             raise RetryLater("rpc down", code="TEST_RPC_DOWN", retry_after_seconds=0.2)
         await self._inner.preflight(ctx)
-
-    async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
-        return await self._inner.prepare(ctx)
-
-    async def submit(
-        self, ctx: ExecutionContext, prepared: PreparedAction, signature: str | None, key: str
-    ) -> Any:
-        return await self._inner.submit(ctx, prepared, signature, key)
-
-    async def observe(self, ctx: ExecutionContext) -> Any:
-        return await self._inner.observe(ctx)
-
-    async def recover(self, ctx: ExecutionContext) -> Any:
-        return await self._inner.recover(ctx)
 
 
 def test_the_backoff_doubles_from_the_hint_up_to_the_cap() -> None:
