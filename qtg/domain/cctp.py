@@ -33,8 +33,6 @@ DEPOSIT_FOR_BURN = _selector("depositForBurn(uint256,uint32,bytes32,address)")
 RECEIVE_MESSAGE = _selector("receiveMessage(bytes,bytes)")
 USED_NONCES = _selector("usedNonces(bytes32)")
 LOCAL_DOMAIN = _selector("localDomain()")
-ERC20_APPROVE = _selector("approve(address,uint256)")
-ERC20_ALLOWANCE = _selector("allowance(address,address)")
 #: MessageTransmitter: MessageSent(bytes message)
 MESSAGE_SENT = _topic("MessageSent(bytes)")
 #: TokenMessenger (TokenMinter in Circle's split):
@@ -137,14 +135,6 @@ def receive_message_data(message: str, attestation: str) -> str:
 
     first = tail(m)
     return "0x" + RECEIVE_MESSAGE + _word(64) + _word(64 + len(first) // 2) + first + tail(a)
-
-
-def approve_data(spender: str, value: int) -> str:
-    return "0x" + ERC20_APPROVE + address_word(spender) + _word(value)
-
-
-def allowance_data(owner: str, spender: str) -> str:
-    return "0x" + ERC20_ALLOWANCE + address_word(owner) + address_word(spender)
 
 
 def source_and_nonce(source_domain: int, nonce: int) -> str:

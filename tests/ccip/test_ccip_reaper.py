@@ -17,7 +17,7 @@ from runtime.rt_procs import query
 from ccip.flow import intent, never_broadcast, nodes
 from ccip.local import SELECTOR, send, set_up
 from qtg.config import Settings
-from qtg.db import Database
+from qtg.db import Database, Query
 from qtg.domain.ccip import IntentState, ccip_send_data, evm2any_message
 from qtg.providers.ccip import intents
 from qtg.providers.registry import build_registry
@@ -29,6 +29,25 @@ EVENTS = (
     " JOIN movement_request_nodes n ON n.id = e.node_id"
     " WHERE e.event_type = 'request_attention' ORDER BY e.id"
 )
+
+
+#: seconds until the youngest intent is older than the reapers' threshold (1 ms, below)
+AGE_LEFT = Query(
+    "test/ccip_intent_age_left",
+    "SELECT extract(epoch FROM max(updated_at) + interval '1 millisecond' - clock_timestamp())"
+    "::float8 FROM ccip_send_intents",
+)
+
+
+async def aged(db: Database) -> None:
+    """Wait (by the database's clock) until every intent is older than the reapers'
+    threshold, MG_CCIP_SEND_INTENT_STRANDED_SECONDS below: the claim compares with its
+    transaction's start, and an intent written less than that before it is not yet due
+    (the machine can be that quick)."""
+    left = await db.fetchval(AGE_LEFT)
+    if left is not None and left > 0:
+        await trio.sleep(left)
+    assert await db.fetchval(AGE_LEFT) < 0
 
 
 def settings_for(dsn: str, anvil, local, **env: str) -> Settings:
@@ -59,6 +78,7 @@ async def test_nothing_on_chain_is_stranded_and_pages_once(anvil, dsn, db) -> No
     )
     assert await reaping.reap_stranded_intents(young) == 0  # younger than the threshold
     assert query(dsn, "SELECT state FROM ccip_send_intents") == [("pending",)]
+    await aged(db)
     try:
         assert await reaping.reap_stranded_intents(ctx) == 1
         assert await reaping.reap_stranded_intents(ctx) == 0  # stranded is out of its scan
@@ -96,6 +116,7 @@ async def test_the_chain_decides_sent_delivered_and_released(anvil, dsn, db, hub
     # a transaction that was never broadcast, whose nonce another one used
     await intent(db, local, used_node, tx_hash=never_broadcast(), nonce=0, sender=ADDRESSES[0])
     woken = hub.subscribe("qtg_recover")  # released: node_recovery is woken
+    await aged(db)
     try:
         assert await reaping.reap_stranded_intents(ctx) == 2
     finally:
@@ -123,6 +144,7 @@ async def test_two_reapers_at_once_never_process_one_intent_twice(
     for node in await nodes(db, local, count):
         nonce = anvil.nonce(ADDRESSES[1])
         await intent(db, local, node, tx_hash=never_broadcast(), nonce=nonce, sender=ADDRESSES[1])
+    await aged(db)
     done: dict[str, int] = {"a": 0, "b": 0}
 
     async def reaper(name: str) -> None:
@@ -155,6 +177,7 @@ async def test_a_chain_that_does_not_answer_strands_the_intent(anvil, dsn, db) -
     [node] = await nodes(db, local, 1)
     await intent(db, local, node, tx_hash=never_broadcast(), nonce=0, sender=ADDRESSES[1])
     ctx.providers.evm_rpcs[CHAIN_ID].url = f"http://127.0.0.1:{free_port()}"  # the node is gone
+    await aged(db)
     try:
         assert await reaping.reap_stranded_intents(ctx) == 1  # not an endless retry
     finally:
@@ -175,6 +198,7 @@ async def test_the_reaper_strands_only_its_own_classs_intents(anvil, dsn, db) ->
     for node in (mine, theirs):
         nonce = anvil.nonce(ADDRESSES[1])  # nobody uses it: the chain cannot tell
         await intent(db, local, node, tx_hash=never_broadcast(), nonce=nonce, sender=ADDRESSES[1])
+    await aged(db)
     for cls, node in (("default", mine), ("testnet", theirs)):
         ctx_settings = settings.replace(network_class=cls)
         ctx = ServiceContext(

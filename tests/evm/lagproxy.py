@@ -154,6 +154,7 @@ class FaultProxy:
         self._outage_until = 0.0
         self._refuse: list[str] = []
         self._error_sends: list[bool] = []  # forward first?
+        self._error_reads: dict[str, int] = {}  # method -> calls left to answer -32603
         self.posts = 0  # HTTP requests received
         self.batch_sizes: list[int] = []  # elements of each batch request
         #: "error": a batch is answered one JSON-RPC error object; "http": a 400;
@@ -211,6 +212,12 @@ class FaultProxy:
         without (the bytes went nowhere)."""
         with self._lock:
             self._error_sends.extend([forward] * n)
+
+    def error_reads(self, method: str, n: int) -> None:
+        """The next n calls of read `method` answered JSON-RPC -32603 "internal error"
+        (not forwarded): a node's error of its own, not an answer about the call."""
+        with self._lock:
+            self._error_reads[method] = self._error_reads.get(method, 0) + n
 
     def count(self, what: str) -> int:
         with self._lock:
@@ -323,6 +330,9 @@ class FaultProxy:
                     ),
                     None,
                 )
+            elif self._error_reads.get(method):
+                self._error_reads[method] -= 1
+                tx_hash, fault = None, "read_rpc_error"
             else:
                 tx_hash = None
                 fault = next(

@@ -158,6 +158,75 @@ async def test_reserve_is_idempotent_per_attempt_and_reuses_a_released_nonce(db)
     assert await nonce_store.reserve(db, request_node_id="d", attempt_no=1, **args) == b + 1
 
 
+async def test_runs_raced_with_single_reservations_stay_consecutive(dsn) -> None:
+    """An allowance raise and its spend take consecutive nonces (reserve_run) while other
+    connections take single nonces and give some back: no nonce of ours runs between a
+    raise and its spend, and the spend is never below its raise."""
+    runs: list[list[int]] = []
+    singles: list[int] = []
+    dbs = [Database(dsn, min_size=1, max_size=1) for _ in range(6)]
+    args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0], "attempt_no": 1, "chain_floor": 3}
+
+    async def take(db: Database, i: int) -> None:
+        for j in range(6):
+            key = f"n{i}-{j}"
+            if i % 2:
+                keys = [f"{key}:approve", key]
+                runs.append(await nonce_store.reserve_run(db, request_node_ids=keys, **args))
+                continue
+            nonce = await nonce_store.reserve(db, request_node_id=key, **args)
+            if j % 3 == 0:  # given back (a refused submit): a gap someone fills
+                await nonce_store.release_unsigned(db, request_node_id=key, attempt_no=1)
+            else:
+                singles.append(nonce)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for i, db in enumerate(dbs):
+                nursery.start_soon(take, db, i)
+    finally:
+        for db in dbs:
+            await db.close()
+    assert len(runs) == 18 and all(spend == raise_ + 1 for raise_, spend in runs), runs
+    live = singles + [n for run in runs for n in run]
+    assert len(set(live)) == len(live) == 48
+    assert min(live) >= 3
+
+
+async def test_a_run_reuses_released_runs_whole_and_mints_past_a_lone_released_nonce(db) -> None:
+    args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0], "chain_floor": 0}
+    for i in range(6):  # nonces 0..5
+        await nonce_store.reserve(db, request_node_id=f"s{i}", attempt_no=1, **args)
+    for nonce in (0, 3, 4):  # a lone gap (0) and a run of two (3, 4)
+        await nonce_store.mark(
+            db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=nonce, state="released"
+        )
+
+    async def run(key: str) -> list[int]:
+        keys = [f"{key}:approve", key]
+        return await nonce_store.reserve_run(db, request_node_ids=keys, attempt_no=1, **args)
+
+    assert await run("a") == [3, 4]  # the released run, whole
+    assert await run("a") == [3, 4]  # the attempt's own, again (idempotent prepare)
+    assert await run("b") == [6, 7]  # no run left: minted, the lone gap left alone
+    await nonce_store.mark(db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=7, state="released")
+    assert await run("c") == [8, 9]  # minted past a released nonce on top, never onto it
+    single = await nonce_store.reserve(db, request_node_id="d", attempt_no=1, **args)
+    assert single == 0  # single reservations fill the lone gaps
+    # an attempt holding only its spend's nonce (its raise appeared between two
+    # prepares) gives it back and takes a run: the raise is never above its spend
+    e = await nonce_store.reserve(db, request_node_id="e", attempt_no=1, **args)
+    assert e == 7
+    assert await run("e") == [10, 11]
+    assert await nonce_store.for_attempt(db, request_node_id="e", attempt_no=1) == {
+        "chain_id": CHAIN_ID,
+        "address": ADDRESSES[0].lower(),
+        "nonce": 11,
+        "state": "reserved",
+        "tx_hash": None,
+    }
+
+
 async def test_recover_decides_from_the_chain_never_resends(anvil, dsn, db) -> None:
     registry = build_registry(settings_for(anvil, dsn), db)
     executor = registry.executor_for("evm_transfer")

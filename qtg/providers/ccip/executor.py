@@ -4,9 +4,10 @@ Node config `ccip`: {"lane": name in MG_CCIP_LANES, "token": address, "decimals"
 "fee_token": address | absent (native), "gas_limit": int (200000)}; the intent gives
 `amount` (whole units) and `destination` (the receiver on the destination chain).
 
-ccip_send: prepare raises the router's allowance by the amount (its own nonce
-reservation, waited for; skipped under a standing unlimited approval), asks
-`getFee`, reserves the send's nonce and builds the `ccipSend` transaction;
+ccip_send: prepare asks `getFee`, signs the raise of the router's allowance by
+the amount (skipped under a standing unlimited approval) and builds the `ccipSend`
+transaction, the raise and the send on consecutive nonces (`evm_nonces.reserve_run`:
+nothing of ours runs between them, so no other send spends this one's allowance);
 submit writes the send intent ahead of the broadcast (qtg.providers.ccip.intents) and
 broadcasts; the observation reads the message id from the receipt's logs.
 ccip_delivery follows that message id to its execution state in the
@@ -39,15 +40,12 @@ from qtg.domain.ccip import (
     Execution,
     IntentState,
     Lane,
-    allowance_data,
-    approve_data,
     ccip_send_data,
     evm2any_message,
     execution_from_block,
     execution_from_logs,
     execution_topics,
     get_fee_data,
-    increase_allowance_data,
     message_id_from_logs,
 )
 from qtg.domain.chain_outcome import Verdict, with_margin
@@ -78,7 +76,11 @@ from qtg.providers.evm.outcome import (
 )
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
-from qtg.providers.evm.transactions import ALLOWANCE_RAISE_HEADROOM_GAS, contract_call_tx
+from qtg.providers.evm.transactions import (
+    ALLOWANCE_RAISE_HEADROOM_GAS,
+    allowance_raise_call,
+    contract_call_tx,
+)
 
 EXECUTOR_KEY = "ccip"
 ACTION_TYPES = frozenset({"ccip_send", "ccip_delivery"})
@@ -86,8 +88,6 @@ DEFAULT_GAS_LIMIT = 200_000
 #: The ccipSend's own gas (beyond the receiver's gas_limit) when it cannot be estimated
 #: because its allowance raise is not mined yet; node config `send_gas` overrides the sum.
 DEFAULT_SEND_GAS = 400_000
-#: An allowance this large is a standing approval: nothing to raise.
-UNLIMITED_ALLOWANCE = 2**255
 
 S = IntentState
 
@@ -197,42 +197,37 @@ class CcipExecutor:
             )
         )
 
-    async def _approvals(
-        self, ctx: ExecutionContext, rpc: EvmRpc, lane: Lane, pulls: dict[str, int]
-    ) -> list[dict[str, Any]]:
-        """Signed allowance raises for what the router will pull ({token: amount}).
+    def _approve_key(self, ctx: ExecutionContext, token: str) -> str:
+        """The reservation key of this send's allowance raise of `token`."""
+        return f"{ctx.request_node_id}:approve:{token}"
 
-        Raised by the amount, not set to it: sends prepared side by side (a batch,
-        another runtime) each add their own, so none spends another's. Skipped under
-        an unlimited (standing) approval. Signed here and broadcast by submit just
-        before the ccipSend, on nonces reserved just below it: waiting here for one
-        to be mined would wait behind the batch's reserved, unbroadcast nonces.
+    async def _raises_and_send_nonces(
+        self, ctx: ExecutionContext, rpc: EvmRpc, lane: Lane, pulls: dict[str, int]
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Signed allowance raises for what the router will pull ({token: amount}), and the
+        send's nonce, right above them (`evm_nonces.reserve_run`).
+
+        Raised by the amount where the token can (`allowance_raise_call`); skipped under
+        a standing approval. Signed here and broadcast by submit just before the
+        ccipSend: waiting here for one to be mined would wait behind the batch's
+        reserved, unbroadcast nonces.
         """
         owner = self._signer.address
-        out = []
+        calls = {}
         for token, amount in sorted(pulls.items()):
-            allowance = int(await rpc.eth_call(token, allowance_data(owner, lane.router)), 16)
-            if allowance >= UNLIMITED_ALLOWANCE:
-                continue
-            call = {
-                "from": owner,
-                "to": token,
-                "value": "0x0",
-                "data": increase_allowance_data(lane.router, amount),
-            }
-            try:
-                await rpc.call("eth_estimateGas", call)
-            except RpcError:  # no increaseAllowance (OpenZeppelin 5 tokens): approve the sum
-                call["data"] = approve_data(lane.router, allowance + amount)
-            key = f"{ctx.request_node_id}:approve:{token}"
-            nonce = await evm_nonces.reserve(
-                self._db,
-                chain_id=lane.chain_id,
-                address=owner,
-                request_node_id=key,
-                attempt_no=ctx.attempt_no,
-                chain_floor=await rpc.nonce(owner, "pending"),
-            )
+            call = await allowance_raise_call(rpc, token, owner, lane.router, amount)
+            if call is not None:
+                calls[token] = call
+        *raise_nonces, send_nonce = await evm_nonces.reserve_run(
+            self._db,
+            chain_id=lane.chain_id,
+            address=owner,
+            request_node_ids=[*(self._approve_key(ctx, t) for t in calls), ctx.request_node_id],
+            attempt_no=ctx.attempt_no,
+            chain_floor=await rpc.nonce(owner, "pending"),
+        )
+        out = []
+        for (token, call), nonce in zip(calls.items(), raise_nonces, strict=True):
             raise_tx = await self._tx(
                 rpc, lane.chain_id, call, nonce, headroom=ALLOWANCE_RAISE_HEADROOM_GAS
             )
@@ -241,7 +236,7 @@ class CcipExecutor:
             out.append(
                 {"token": token, "nonce": nonce, "raw": raw, "tx_hash": tx_hash, "tx": raise_tx}
             )
-        return out
+        return out, send_nonce
 
     async def _tx(
         self,
@@ -315,21 +310,13 @@ class CcipExecutor:
         pulls = {s["token"]: s["amount"]}
         if s["fee_token"] is not None:
             pulls[s["fee_token"]] = pulls.get(s["fee_token"], 0) + fee
-        approvals = await self._approvals(ctx, rpc, lane, pulls)
+        approvals, nonce = await self._raises_and_send_nonces(ctx, rpc, lane, pulls)
         call = {
             "from": sender,
             "to": lane.router,
             "value": hex(fee if s["fee_token"] is None else 0),
             "data": ccip_send_data(lane.dest_selector, s["message"]),
         }
-        nonce = await evm_nonces.reserve(
-            self._db,
-            chain_id=lane.chain_id,
-            address=sender,
-            request_node_id=ctx.request_node_id,
-            attempt_no=ctx.attempt_no,
-            chain_floor=await rpc.nonce(sender, "pending"),
-        )
         # with a raise still to be mined the send cannot be estimated: the lane's gas
         gas = s["send_gas"] if approvals else None
         tx = await self._tx(rpc, lane.chain_id, call, nonce, gas=gas)
@@ -413,7 +400,7 @@ class CcipExecutor:
                 # prepared before issue 24 (no "tx"): the send's fees stand in (a raise is
                 # only ever re-sent, never replaced)
                 payload=approval.get("tx") or {**tx, "nonce": str(approval["nonce"])},
-                request_node_id=f"{ctx.request_node_id}:approve:{approval['token']}",
+                request_node_id=self._approve_key(ctx, approval["token"]),
                 attempt_no=ctx.attempt_no,
             )
         kept = kept and await evm_nonces.record_signed(
@@ -533,7 +520,7 @@ class CcipExecutor:
         except PreflightError:
             return set()
         tokens = {send["token"], send["fee_token"]} - {None}
-        return {f"{ctx.request_node_id}:approve:{token}" for token in tokens}
+        return {self._approve_key(ctx, token) for token in tokens}
 
     async def observe(self, ctx: ExecutionContext) -> ObserveResult:
         if ctx.action_type == "ccip_delivery":
@@ -799,12 +786,12 @@ class CcipExecutor:
             )
 
     async def _approval_rows(self, ctx: ExecutionContext, tokens: set[str | None]) -> list[dict]:
-        """The allowance-raise reservations of this attempt (see `_approvals`)."""
+        """The allowance-raise reservations of this attempt (see `_raises_and_send_nonces`)."""
         rows = []
         for token in tokens - {None}:
             row = await evm_nonces.for_attempt(
                 self._db,
-                request_node_id=f"{ctx.request_node_id}:approve:{token}",
+                request_node_id=self._approve_key(ctx, token),
                 attempt_no=ctx.attempt_no,
             )
             if row is not None:

@@ -37,8 +37,6 @@ from qtg.db import Database
 from qtg.domain.cctp import (
     MESSAGE_RECEIVED,
     Chain,
-    allowance_data,
-    approve_data,
     attestation_from_body,
     chain_for_domain,
     decode_message,
@@ -70,7 +68,11 @@ from qtg.providers.evm.executor import crash_point
 from qtg.providers.evm.outcome import REBROADCAST_EVERY_SECONDS, ChainJudge, Look, raw_tx_hash
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmLocalSigner
-from qtg.providers.evm.transactions import ALLOWANCE_RAISE_HEADROOM_GAS, contract_call_tx
+from qtg.providers.evm.transactions import (
+    ALLOWANCE_RAISE_HEADROOM_GAS,
+    allowance_raise_call,
+    contract_call_tx,
+)
 
 EXECUTOR_KEY = "cctp"
 ACTION_TYPES = frozenset({"cctp_burn", "cctp_attestation", "cctp_mint", "cctp_mint_status"})
@@ -79,7 +81,6 @@ USDC_DECIMALS = 6
 BURN_GAS = 300_000
 #: receiveMessage's gas when it cannot be estimated
 MINT_GAS = 300_000
-UNLIMITED_ALLOWANCE = 2**255
 #: blocks back from the head searched for a MessageReceived of another's mint
 RECEIVED_LOG_WINDOW = 50_000
 
@@ -251,33 +252,44 @@ class CctpExecutor:
         source, dest, b = self._burn(ctx)
         rpc = self._rpcs[source.chain_id]
         owner = self._signer.address
-        approvals = []
-        allowance = int(
-            await rpc.eth_call(source.usdc, allowance_data(owner, source.token_messenger)), 16
+        # raised by the amount where USDC can (increaseAllowance), else approve(current +
+        # amount) on the nonce right below the burn (evm_nonces.reserve_run): nothing of
+        # ours runs between them, so burns prepared side by side never spend each other's
+        raise_call = await allowance_raise_call(
+            rpc, source.usdc, owner, source.token_messenger, b["amount"]
         )
-        if allowance < UNLIMITED_ALLOWANCE:
-            # raised by the amount, not set to it: burns prepared side by side each add theirs
-            call = {
-                "from": owner,
-                "to": source.usdc,
-                "data": approve_data(source.token_messenger, allowance + b["amount"]),
-            }
-            nonce = await self._reserve(
-                rpc, source.chain_id, f"{ctx.request_node_id}:approve", ctx.attempt_no
-            )
+        keys = (
+            [ctx.request_node_id]
+            if raise_call is None
+            else [_approve_key(ctx), ctx.request_node_id]
+        )
+        *raise_nonces, nonce = await evm_nonces.reserve_run(
+            self._db,
+            chain_id=source.chain_id,
+            address=owner,
+            request_node_ids=keys,
+            attempt_no=ctx.attempt_no,
+            chain_floor=await rpc.nonce(owner, "pending"),
+        )
+        approvals = []
+        if raise_call is not None:
             raise_tx = await self._tx(
-                rpc, source.chain_id, call, nonce, gas=None, headroom=ALLOWANCE_RAISE_HEADROOM_GAS
+                rpc,
+                source.chain_id,
+                raise_call,
+                raise_nonces[0],
+                gas=None,
+                headroom=ALLOWANCE_RAISE_HEADROOM_GAS,
             )
             raw = await self._sign(raise_tx, "approve")
             approvals.append(
-                {"nonce": nonce, "raw": raw, "tx_hash": raw_tx_hash(raw), "tx": raise_tx}
+                {"nonce": raise_nonces[0], "raw": raw, "tx_hash": raw_tx_hash(raw), "tx": raise_tx}
             )
         call = {
             "from": owner,
             "to": source.token_messenger,
             "data": deposit_for_burn_data(b["amount"], dest.domain, b["recipient"], source.usdc),
         }
-        nonce = await self._reserve(rpc, source.chain_id, ctx.request_node_id, ctx.attempt_no)
         tx = await self._tx(rpc, source.chain_id, call, nonce, gas=BURN_GAS if approvals else None)
         tx["qtg"] = {
             "destination_chain_id": dest.chain_id,
@@ -360,7 +372,7 @@ class CctpExecutor:
                 tx_hash=approval["tx_hash"],
                 raw=approval["raw"],
                 payload=approval["tx"],
-                request_node_id=f"{ctx.request_node_id}:approve",
+                request_node_id=_approve_key(ctx),
                 attempt_no=ctx.attempt_no,
                 **{**where, "nonce": approval["nonce"]},
             )
@@ -453,7 +465,7 @@ class CctpExecutor:
                 int(refs["chain_id"]),
                 refs["from"],
                 int(nonce),
-                request_node_id=f"{ctx.request_node_id}:approve",
+                request_node_id=_approve_key(ctx),
                 attempt_no=ctx.attempt_no,
             )
             if seen.judgement.verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
@@ -749,7 +761,7 @@ class CctpExecutor:
         this attempt's bytes can land."""
         refs = dict(ctx.node_provider_refs)
         approval = await evm_nonces.for_attempt(
-            self._db, request_node_id=f"{ctx.request_node_id}:approve", attempt_no=ctx.attempt_no
+            self._db, request_node_id=_approve_key(ctx), attempt_no=ctx.attempt_no
         )
         if "tx_hash" not in refs:
             row = await evm_nonces.for_attempt(
@@ -887,3 +899,8 @@ def _not_sent(detail: str) -> RecoverResult:
     return RecoverResult(
         outcome=RecoverOutcome.NOT_SUBMITTED, error_code="CCTP_NOT_SENT", error_detail=detail
     )
+
+
+def _approve_key(ctx: ExecutionContext) -> str:
+    """The reservation key of a burn's allowance raise."""
+    return f"{ctx.request_node_id}:approve"

@@ -4,14 +4,17 @@ A reservation is the only way an executor gets a nonce, so two runtimes can neve
 hold the same nonce live: `reserve` runs under a per-(chain, address) advisory lock,
 reuses the lowest released nonce first (a never-broadcast nonce is a gap that blocks
 the address), then mints the next above every live reservation and the chain's own
-count. Signed bytes are kept (`record_signed`) before they may leave the process
-(issue 24). States and rules are in migrations/0010_evm_nonce_reservations.sql and
-0018_evm_signed_transactions.sql; evm_nonce_reaper (qtg/services/evm_nonces.py)
-reclaims what is stale. The queries live in sql/evm_nonces/, beside the reaper's.
+count; `reserve_run` takes consecutive nonces for transactions that must follow one
+another (an allowance raise and the send that spends it). Signed bytes are kept
+(`record_signed`) before they may leave the process (issue 24). States and rules are
+in migrations/0010_evm_nonce_reservations.sql and 0018_evm_signed_transactions.sql;
+evm_nonce_reaper (qtg/services/evm_nonces.py) reclaims what is stale. The queries
+live in sql/evm_nonces/, beside the reaper's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from qtg.db import Database, Jsonb, sql_family
@@ -22,6 +25,8 @@ SQL = sql_family(
     "for_attempt",
     "take_released",
     "take_next",
+    "released_run",
+    "take_above_all",
     "release_unsigned",
     "mark",
     "record_signed",
@@ -61,6 +66,57 @@ async def reserve(
         if nonce is None:
             nonce = await tx.fetchval(SQL.take_next, args)
         return nonce
+
+
+async def reserve_run(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    request_node_ids: Sequence[str],
+    attempt_no: int,
+    chain_floor: int,
+) -> list[int]:
+    """Consecutive nonces, in order, for transactions of one node attempt that must run one
+    right after another: allowance raises, then the send that spends them.
+
+    Why consecutive: nothing else of this signer runs between a raise and its spend, so
+    no other send spends the allowance first, a raise that can only *set* the allowance
+    (`approve(current + amount)`, a token without increaseAllowance) cannot be
+    overwritten by another send's before it is spent, and the spend is never below its
+    raise (the lowest released nonce taken by the send while its raise minted a new one
+    would run the send first, and revert). A run of released nonces is reused whole;
+    otherwise the run is minted above every reservation (a lone released nonce is left
+    to single reservations and the reaper's gap fill). An attempt that already holds all
+    its nonces gets them back (idempotent prepare); one that holds only some (its raises
+    changed between two prepares) gives back those it kept no bytes for and takes a new run.
+    """
+    address = address.lower()
+    base = {"chain_id": chain_id, "address": address, "attempt_no": attempt_no}
+    async with db.transaction() as tx:
+        await tx.execute(SQL.lock_account, base)
+        held = [
+            await tx.fetchrow(SQL.for_attempt, {**base, "request_node_id": key})
+            for key in request_node_ids
+        ]
+        if all(row is not None for row in held):
+            return [row["nonce"] for row in held if row is not None]
+        for key, row in zip(request_node_ids, held, strict=True):
+            if row is not None:
+                await tx.execute(SQL.release_unsigned, {**base, "request_node_id": key})
+        start = await tx.fetchval(
+            SQL.released_run, {**base, "floor": chain_floor, "count": len(request_node_ids)}
+        )
+        nonces = []
+        for offset, key in enumerate(request_node_ids):
+            args = {**base, "request_node_id": key}
+            if start is not None:  # the run's next released nonce is the lowest from here
+                nonces.append(
+                    await tx.fetchval(SQL.take_released, {**args, "floor": start + offset})
+                )
+            else:
+                nonces.append(await tx.fetchval(SQL.take_above_all, {**args, "floor": chain_floor}))
+        return nonces
 
 
 async def for_attempt(db: Database, *, request_node_id: str, attempt_no: int) -> dict | None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from qtg.domain.ccip import allowance_data, approve_data, increase_allowance_data
 from qtg.providers.evm.outcome import ChainJudge
-from qtg.providers.evm.rpc import EvmRpc
+from qtg.providers.evm.rpc import EvmRpc, RpcError
 
 #: Gas added to an ERC-20 allowance raise's estimate. The estimate prices the allowance as
 #: it is when prepared; a raise estimated while an earlier send's allowance is still
@@ -20,6 +21,41 @@ from qtg.providers.evm.rpc import EvmRpc
 #: zero, and then writes a fresh slot (about 17,100 gas more): without this it runs out of
 #: gas and the send behind it reverts for want of allowance (found by the fault harness).
 ALLOWANCE_RAISE_HEADROOM_GAS = 20_000
+#: An allowance this large is a standing approval: nothing to raise.
+UNLIMITED_ALLOWANCE = 2**255
+
+
+async def allowance_raise_call(
+    rpc: EvmRpc, token: str, owner: str, spender: str, amount: int
+) -> dict[str, Any] | None:
+    """The call that lets `spender` pull `amount` more of `token` from `owner`; None under a
+    standing (unlimited) approval.
+
+    Raised by the amount (`increaseAllowance`), not set to it, where the token has it: sends
+    prepared side by side each add their own. A token without it (OpenZeppelin 5, minimal
+    tokens) gets `approve(current + amount)`, a set — safe because the caller reserves the
+    raise right below its spend (`nonces.reserve_run`). Only a *revert* of the probe says the
+    function is missing: a transient error (an internal error, a rate limit) is raised for
+    the caller's `transient_rpc_faults` to make a wait — taken for a missing function it
+    turned a raise into a set that a neighbour's set could overwrite (found by the ccip
+    fault harness: a ccipSend reverted for want of allowance).
+    """
+    allowance = int(await rpc.eth_call(token, allowance_data(owner, spender)), 16)
+    if allowance >= UNLIMITED_ALLOWANCE:
+        return None
+    increase = {
+        "from": owner,
+        "to": token,
+        "value": "0x0",
+        "data": increase_allowance_data(spender, amount),
+    }
+    try:
+        await rpc.call("eth_estimateGas", increase)
+    except RpcError as exc:
+        if exc.transient:
+            raise
+        return {**increase, "data": approve_data(spender, allowance + amount)}
+    return increase
 
 
 async def contract_call_tx(
