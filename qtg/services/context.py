@@ -11,6 +11,7 @@ import trio
 
 from qtg.config import Settings
 from qtg.db import Database
+from qtg.services.right_of_way import RightOfWay
 
 if TYPE_CHECKING:
     from qtg.providers.registry import ProviderRegistry
@@ -34,6 +35,9 @@ class ServiceContext:
     #: passes sharing this context honour (MG_NODE_OBSERVE_PROVIDER_CONCURRENCY
     #: for the observer's batches); made on first use (`provider_limit`).
     provider_limits: dict[str, trio.CapacityLimiter] = field(default_factory=dict)
+    #: The dispatcher's right of way over the observer (qtg.services.right_of_way),
+    #: shared by the passes of one process.
+    right_of_way: RightOfWay = field(default_factory=RightOfWay)
 
     def provider_limit(self, key: str, limit: int) -> trio.CapacityLimiter:
         """The limiter of provider `key`, made with `limit` on first use."""
@@ -41,6 +45,11 @@ class ServiceContext:
         if limiter is None:
             limiter = self.provider_limits[key] = trio.CapacityLimiter(limit)
         return limiter
+
+    async def give_way(self) -> None:
+        """The observer's step gives way to a dispatch stretch in progress, for at most
+        MG_NODE_OBSERVE_GIVE_WAY_MS from its start (qtg/services/right_of_way.py)."""
+        await self.right_of_way.give_way(self.settings.node_observe_give_way_ms / 1000)
 
     def node_left_state(self, state: str, seconds: float) -> None:
         """Record that a node this pass moved on spent `seconds` in `state`

@@ -178,11 +178,12 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
     """Claim at most one READY node and drive it as far as submit. Returns 0 or 1."""
     walk = ClaimWalk(ctx.settings.network_class)
     while not walk.finished:
-        async with ctx.db.transaction() as tx:
-            claimed = await walk.step(tx)
-            if claimed is None:
-                continue  # nothing claimed: this transaction did nothing
-            submission = await _prepare(ctx, tx, *claimed)
+        with ctx.right_of_way.dispatching():  # the observer gives way until the commit
+            async with ctx.db.transaction() as tx:
+                claimed = await walk.step(tx)
+                if claimed is None:
+                    continue  # nothing claimed: this transaction did nothing
+                submission = await _prepare(ctx, tx, *claimed)
         # the write-ahead commit happened when the transaction above closed
         if walk.last is not None:
             ctx.node_left_state(N.READY, walk.last["in_state_seconds"])
@@ -223,25 +224,28 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
     raised once all finished and their outcomes are committed).
     """
     submissions: list[Submission] = []
-    async with ctx.db.transaction() as tx:
-        if release_due:
-            tx.defer_before(SQL.release_due, RELEASE_DUE_PARAMS)
-        # BEGIN, the claim and the load of its requests' nodes: one round trip
-        rows, snaps = await progress.claim_with_nodes(
-            tx,
-            SQL.claim_batch,
-            {
-                "network_class": ctx.settings.network_class,
-                "limit": ctx.settings.node_dispatch_batch_size,
-            },
-        )
-        batch = first_per_request(rows)
-        write_aheads: list[Submission] = []
-        for row in batch:
-            submission = await _prepare(ctx, tx, row["id"], snaps[row["request_id"]], write_aheads)
-            if submission is not None:
-                submissions.append(submission)
-        defer_write_ahead(tx, write_aheads)  # the whole batch's, in one statement
+    with ctx.right_of_way.dispatching():  # the observer gives way until the commit
+        async with ctx.db.transaction() as tx:
+            if release_due:
+                tx.defer_before(SQL.release_due, RELEASE_DUE_PARAMS)
+            # BEGIN, the claim and the load of its requests' nodes: one round trip
+            rows, snaps = await progress.claim_with_nodes(
+                tx,
+                SQL.claim_batch,
+                {
+                    "network_class": ctx.settings.network_class,
+                    "limit": ctx.settings.node_dispatch_batch_size,
+                },
+            )
+            batch = first_per_request(rows)
+            write_aheads: list[Submission] = []
+            for row in batch:
+                submission = await _prepare(
+                    ctx, tx, row["id"], snaps[row["request_id"]], write_aheads
+                )
+                if submission is not None:
+                    submissions.append(submission)
+            defer_write_ahead(tx, write_aheads)  # the whole batch's, in one statement
     # the write-ahead commit of the whole batch happened when the block above
     # closed; it also released the rows left out of the batch, still READY
     for row in batch:

@@ -133,6 +133,7 @@ async def observe_batches(ctx: ServiceContext) -> int:
 
         try:
             for _turn in range(LANE_BATCHES):
+                await ctx.give_way()
                 claimed = await observe_batch(ctx, on_full=full)
                 observed += claimed
                 if claimed < size:
@@ -412,6 +413,7 @@ async def _look(
         executor = ctx.providers.executor_for(node["action_type"], node["executor_key"])
         limit = ctx.provider_limit(executor.key, ctx.settings.node_observe_provider_concurrency)
         async with limit:
+            await ctx.give_way()
             result = await executor.observe(context)
     except (ConfigRefResolutionError, UnknownExecutorError) as exc:
         # The side effect (if any) is out there: keep watching, and say why we can't.
