@@ -119,9 +119,20 @@ async def test_preflight_refuses_a_bad_destination_and_an_unknown_chain(anvil, d
         await registry.aclose()
 
 
+async def race(dsn: str, take, connections: int = 6) -> None:
+    """Run `take(db, i)` for i < `connections` side by side, each on a pool of its own."""
+    dbs = [Database(dsn, min_size=1, max_size=1) for _ in range(connections)]
+    try:
+        async with trio.open_nursery() as nursery:
+            for i, db in enumerate(dbs):
+                nursery.start_soon(take, db, i)
+    finally:
+        for db in dbs:
+            await db.close()
+
+
 async def test_reservations_raced_by_many_connections_are_distinct_and_consecutive(dsn) -> None:
     nonces: list[int] = []
-    dbs = [Database(dsn, min_size=1, max_size=1) for _ in range(6)]
 
     async def take(db: Database, i: int) -> None:
         for j in range(5):
@@ -136,13 +147,7 @@ async def test_reservations_raced_by_many_connections_are_distinct_and_consecuti
                 )
             )
 
-    try:
-        async with trio.open_nursery() as nursery:
-            for i, db in enumerate(dbs):
-                nursery.start_soon(take, db, i)
-    finally:
-        for db in dbs:
-            await db.close()
+    await race(dsn, take)
     assert sorted(nonces) == list(range(3, 33))
 
 
@@ -164,7 +169,6 @@ async def test_runs_raced_with_single_reservations_stay_consecutive(dsn) -> None
     raise and its spend, and the spend is never below its raise."""
     runs: list[list[int]] = []
     singles: list[int] = []
-    dbs = [Database(dsn, min_size=1, max_size=1) for _ in range(6)]
     args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0], "attempt_no": 1, "chain_floor": 3}
 
     async def take(db: Database, i: int) -> None:
@@ -180,13 +184,7 @@ async def test_runs_raced_with_single_reservations_stay_consecutive(dsn) -> None
             else:
                 singles.append(nonce)
 
-    try:
-        async with trio.open_nursery() as nursery:
-            for i, db in enumerate(dbs):
-                nursery.start_soon(take, db, i)
-    finally:
-        for db in dbs:
-            await db.close()
+    await race(dsn, take)
     assert len(runs) == 18 and all(spend == raise_ + 1 for raise_, spend in runs), runs
     live = singles + [n for run in runs for n in run]
     assert len(set(live)) == len(live) == 48
