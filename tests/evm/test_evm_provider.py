@@ -225,6 +225,30 @@ async def test_a_run_reuses_released_runs_whole_and_mints_past_a_lone_released_n
     }
 
 
+async def test_a_nonce_released_while_one_is_minted_is_never_minted_again(db) -> None:
+    """A release does not take the account lock: one that commits after reserve's
+    take_released found nothing released and before its mint must not be minted again
+    (found by the race above in CI: a UniqueViolation out of reserve)."""
+    args = {"chain_id": CHAIN_ID, "address": ADDRESSES[0], "chain_floor": 0}
+    await nonce_store.reserve(db, request_node_id="a", attempt_no=1, **args)
+    top = await nonce_store.reserve(db, request_node_id="b", attempt_no=1, **args)
+    mint = {
+        "chain_id": CHAIN_ID,
+        "address": ADDRESSES[0].lower(),
+        "request_node_id": "c",
+        "attempt_no": 1,
+        "floor": 0,
+    }
+    async with db.transaction() as tx:  # reserve's steps, one by one
+        await tx.execute(nonce_store.SQL.lock_account, mint)
+        assert await tx.fetchval(nonce_store.SQL.take_released, mint) is None
+        # meanwhile, on another connection: the top reservation is given back
+        assert await nonce_store.release_unsigned(db, request_node_id="b", attempt_no=1) == [top]
+        assert await tx.fetchval(nonce_store.SQL.take_next, mint) == top + 1
+    # the released one is the next reservation's
+    assert await nonce_store.reserve(db, request_node_id="d", attempt_no=1, **args) == top
+
+
 async def test_recover_decides_from_the_chain_never_resends(anvil, dsn, db) -> None:
     registry = build_registry(settings_for(anvil, dsn), db)
     executor = registry.executor_for("evm_transfer")

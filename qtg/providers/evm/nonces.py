@@ -3,9 +3,9 @@
 A reservation is the only way an executor gets a nonce, so two runtimes can never
 hold the same nonce live: `reserve` runs under a per-(chain, address) advisory lock,
 reuses the lowest released nonce first (a never-broadcast nonce is a gap that blocks
-the address), then mints the next above every live reservation and the chain's own
-count; `reserve_run` takes consecutive nonces for transactions that must follow one
-another (an allowance raise and the send that spends it). Signed bytes are kept
+the address), then mints the next above every reservation and the chain's own count;
+`reserve_run` takes consecutive nonces for transactions that must follow one another
+(an allowance raise and the send that spends it). Signed bytes are kept
 (`record_signed`) before they may leave the process (issue 24). States and rules are
 in migrations/0010_evm_nonce_reservations.sql and 0018_evm_signed_transactions.sql;
 evm_nonce_reaper (qtg/services/evm_nonces.py) reclaims what is stale. The queries
@@ -26,7 +26,6 @@ SQL = sql_family(
     "take_released",
     "take_next",
     "released_run",
-    "take_above_all",
     "release_unsigned",
     "mark",
     "record_signed",
@@ -115,7 +114,7 @@ async def reserve_run(
                     await tx.fetchval(SQL.take_released, {**args, "floor": start + offset})
                 )
             else:
-                nonces.append(await tx.fetchval(SQL.take_above_all, {**args, "floor": chain_floor}))
+                nonces.append(await tx.fetchval(SQL.take_next, {**args, "floor": chain_floor}))
         return nonces
 
 
