@@ -42,9 +42,6 @@ def encode(types: list[str], values: list[Any]) -> bytes:
 _MESSAGE = "(bytes,bytes,(address,uint256)[],address,bytes)"
 CCIP_SEND = _selector(f"ccipSend(uint64,{_MESSAGE})")
 GET_FEE = _selector(f"getFee(uint64,{_MESSAGE})")
-ERC20_APPROVE = _selector("approve(address,uint256)")
-ERC20_ALLOWANCE = _selector("allowance(address,address)")
-ERC20_INCREASE_ALLOWANCE = _selector("increaseAllowance(address,uint256)")
 ROUTER_GET_ON_RAMP = _selector("getOnRamp(uint64)")
 ROUTER_IS_OFF_RAMP = _selector("isOffRamp(uint64,address)")
 GET_SUPPORTED_TOKENS = _selector("getSupportedTokens(uint64)")
@@ -214,10 +211,6 @@ def parse_lanes(raw: str) -> dict[str, Lane]:
 # ------------------------------------------------------------------ calldata
 
 
-def _word_address(address: str) -> str:
-    return address[2:].lower().rjust(64, "0")
-
-
 def evm2any_message(
     receiver: str, token: str, amount: int, fee_token: str | None, gas_limit: int
 ) -> tuple[Any, ...]:
@@ -242,18 +235,6 @@ def ccip_send_data(dest_selector: int, message: tuple[Any, ...]) -> str:
 
 def get_fee_data(dest_selector: int, message: tuple[Any, ...]) -> str:
     return _message_call(GET_FEE, dest_selector, message)
-
-
-def approve_data(spender: str, value: int) -> str:
-    return "0x" + ERC20_APPROVE + _word_address(spender) + f"{value:064x}"
-
-
-def increase_allowance_data(spender: str, added: int) -> str:
-    return "0x" + ERC20_INCREASE_ALLOWANCE + _word_address(spender) + f"{added:064x}"
-
-
-def allowance_data(owner: str, spender: str) -> str:
-    return "0x" + ERC20_ALLOWANCE + _word_address(owner) + _word_address(spender)
 
 
 def uint64_call(selector: str, value: int) -> str:

@@ -19,6 +19,11 @@ _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 ERC20_TRANSFER_SELECTOR = "a9059cbb"
 #: keccak("balanceOf(address)")[:4]
 ERC20_BALANCE_OF_SELECTOR = "70a08231"
+#: keccak("approve(address,uint256)")[:4], keccak("allowance(address,address)")[:4] and
+#: keccak("increaseAllowance(address,uint256)")[:4]: the allowance raises of ccip and cctp
+ERC20_APPROVE_SELECTOR = "095ea7b3"
+ERC20_ALLOWANCE_SELECTOR = "dd62ed3e"
+ERC20_INCREASE_ALLOWANCE_SELECTOR = "39509351"
 #: decimals() and symbol()
 ERC20_DECIMALS_DATA = "0x313ce567"
 ERC20_SYMBOL_DATA = "0x95d89b41"
@@ -193,6 +198,30 @@ def erc20_transfer_data(to: str, value: int) -> str:
 
 def erc20_balance_of_data(owner: str) -> str:
     return "0x" + ERC20_BALANCE_OF_SELECTOR + owner[2:].lower().rjust(64, "0")
+
+
+def erc20_approve_data(spender: str, value: int) -> str:
+    """Calldata of ERC-20 `approve(spender, value)` (sets the allowance)."""
+    return "0x" + ERC20_APPROVE_SELECTOR + spender[2:].lower().rjust(64, "0") + f"{value:064x}"
+
+
+def erc20_increase_allowance_data(spender: str, added: int) -> str:
+    """Calldata of `increaseAllowance(spender, added)` (raises it; not every token has it)."""
+    return (
+        "0x"
+        + ERC20_INCREASE_ALLOWANCE_SELECTOR
+        + spender[2:].lower().rjust(64, "0")
+        + f"{added:064x}"
+    )
+
+
+def erc20_allowance_data(owner: str, spender: str) -> str:
+    return (
+        "0x"
+        + ERC20_ALLOWANCE_SELECTOR
+        + owner[2:].lower().rjust(64, "0")
+        + spender[2:].lower().rjust(64, "0")
+    )
 
 
 class NonceVerdict(StrEnum):

@@ -15,7 +15,7 @@ from evm.anvil import ADDRESSES, CHAIN_ID, deploy_token, wait_receipt
 from evm.lagproxy import FaultProxy
 
 from ccip.local import set_up
-from qtg.domain.ccip import approve_data, increase_allowance_data
+from qtg.domain.evm import erc20_approve_data, erc20_increase_allowance_data
 from qtg.providers.base import RetryLater
 from qtg.providers.evm.rpc import EvmRpc, transient_rpc_faults
 from qtg.providers.evm.transactions import allowance_raise_call
@@ -37,7 +37,7 @@ def client(url: str) -> EvmRpc:
 
 
 def approve(anvil, token: str, value: int) -> None:
-    tx = {"from": OWNER, "to": token, "data": approve_data(SPENDER, value)}
+    tx = {"from": OWNER, "to": token, "data": erc20_approve_data(SPENDER, value)}
     assert wait_receipt(anvil, anvil.call("eth_sendTransaction", tx))["status"] == "0x1"
 
 
@@ -49,7 +49,7 @@ async def test_a_token_with_increase_allowance_is_raised_by_the_amount(anvil, pr
         "from": OWNER,
         "to": bnm,
         "value": "0x0",
-        "data": increase_allowance_data(SPENDER, 5),
+        "data": erc20_increase_allowance_data(SPENDER, 5),
     }
 
 
@@ -66,14 +66,14 @@ async def test_an_error_of_the_node_answering_the_probe_is_a_wait_not_a_missing_
     assert proxy.count("read_rpc_error") == 1 + RETRIES  # every retry met the error
     # once the node answers again: a raise by the amount, never approve(7 + 5)
     call = await allowance_raise_call(rpc, bnm, OWNER, SPENDER, 5)
-    assert call is not None and call["data"] == increase_allowance_data(SPENDER, 5)
+    assert call is not None and call["data"] == erc20_increase_allowance_data(SPENDER, 5)
 
 
 async def test_a_token_without_it_is_approved_its_allowance_plus_the_amount(anvil, proxy) -> None:
     token = deploy_token(anvil, 10**24).lower()
     approve(anvil, token, 7)
     call = await allowance_raise_call(client(proxy.url), token, OWNER, SPENDER, 5)
-    assert call is not None and call["data"] == approve_data(SPENDER, 12)
+    assert call is not None and call["data"] == erc20_approve_data(SPENDER, 12)
 
 
 async def test_a_standing_approval_needs_no_raise(anvil, proxy) -> None:

@@ -188,11 +188,13 @@ def allowance_slot(anvil, token: str, owner: str, spender: str) -> str:
     mapping positions (writing a marker and reading allowance() back)."""
     from eth_utils import keccak
 
-    from qtg.domain.ccip import allowance_data
+    from qtg.domain.evm import erc20_allowance_data
 
     def allowance() -> int:
         return int(
-            anvil.call("eth_call", {"to": token, "data": allowance_data(owner, spender)}, "latest"),
+            anvil.call(
+                "eth_call", {"to": token, "data": erc20_allowance_data(owner, spender)}, "latest"
+            ),
             16,
         )
 
@@ -213,7 +215,7 @@ def test_a_raise_estimated_on_an_unspent_allowance_still_lands_once_it_is_spent(
     unspent (a cheap non-zero write) was mined after that send spent it to zero (a fresh
     slot, ~17,100 gas more): out of gas, and its ccipSend reverted (FAILED, no money
     moved, but a movement lost to timing). The raise carries headroom for it now."""
-    from qtg.domain.ccip import allowance_data
+    from qtg.domain.evm import erc20_allowance_data
 
     local = set_up(anvil)
     slot = allowance_slot(anvil, local.bnm, ADDRESSES[0], local.router)
@@ -234,7 +236,7 @@ def test_a_raise_estimated_on_an_unspent_allowance_still_lands_once_it_is_spent(
         )
         # the earlier send is mined first and spends its allowance to zero
         anvil.call("anvil_setStorageAt", local.bnm, slot, "0x" + "0" * 64)
-        data = allowance_data(ADDRESSES[0], local.router)
+        data = erc20_allowance_data(ADDRESSES[0], local.router)
         assert int(anvil.call("eth_call", {"to": local.bnm, "data": data}, "latest"), 16) == 0
         anvil.call("evm_setAutomine", True)
         anvil.call("evm_mine")

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from qtg.domain.ccip import allowance_data, approve_data, increase_allowance_data
+from qtg.domain.evm import (
+    erc20_allowance_data,
+    erc20_approve_data,
+    erc20_increase_allowance_data,
+)
 from qtg.providers.evm.outcome import ChainJudge
 from qtg.providers.evm.rpc import EvmRpc, RpcError
 
@@ -40,21 +44,21 @@ async def allowance_raise_call(
     turned a raise into a set that a neighbour's set could overwrite (found by the ccip
     fault harness: a ccipSend reverted for want of allowance).
     """
-    allowance = int(await rpc.eth_call(token, allowance_data(owner, spender)), 16)
+    allowance = int(await rpc.eth_call(token, erc20_allowance_data(owner, spender)), 16)
     if allowance >= UNLIMITED_ALLOWANCE:
         return None
     increase = {
         "from": owner,
         "to": token,
         "value": "0x0",
-        "data": increase_allowance_data(spender, amount),
+        "data": erc20_increase_allowance_data(spender, amount),
     }
     try:
         await rpc.call("eth_estimateGas", increase)
     except RpcError as exc:
         if exc.transient:
             raise
-        return {**increase, "data": approve_data(spender, allowance + amount)}
+        return {**increase, "data": erc20_approve_data(spender, allowance + amount)}
     return increase
 
 
