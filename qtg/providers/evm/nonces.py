@@ -48,23 +48,17 @@ async def reserve(
     chain_floor: int,
 ) -> int:
     """The nonce of this node attempt: the one already reserved, else a reused or new one.
-    `chain_floor` is the account's pending transaction count (nothing below it is free)."""
-    args = {
-        "chain_id": chain_id,
-        "address": address.lower(),
-        "request_node_id": request_node_id,
-        "attempt_no": attempt_no,
-        "floor": chain_floor,
-    }
-    async with db.transaction() as tx:
-        await tx.execute(SQL.lock_account, args)
-        row = await tx.fetchrow(SQL.for_attempt, args)
-        if row is not None:
-            return row["nonce"]
-        nonce = await tx.fetchval(SQL.take_released, args)
-        if nonce is None:
-            nonce = await tx.fetchval(SQL.take_next, args)
-        return nonce
+    `chain_floor` is the account's pending transaction count (nothing below it is free).
+    A run of one (`reserve_run`)."""
+    [nonce] = await reserve_run(
+        db,
+        chain_id=chain_id,
+        address=address,
+        request_node_ids=[request_node_id],
+        attempt_no=attempt_no,
+        chain_floor=chain_floor,
+    )
+    return nonce
 
 
 async def reserve_run(
@@ -103,18 +97,21 @@ async def reserve_run(
         for key, row in zip(request_node_ids, held, strict=True):
             if row is not None:
                 await tx.execute(SQL.release_unsigned, {**base, "request_node_id": key})
-        start = await tx.fetchval(
-            SQL.released_run, {**base, "floor": chain_floor, "count": len(request_node_ids)}
-        )
+        if len(request_node_ids) == 1:  # a run of one: the lowest released, if any
+            start = chain_floor
+        else:
+            start = await tx.fetchval(
+                SQL.released_run, {**base, "floor": chain_floor, "count": len(request_node_ids)}
+            )
         nonces = []
         for offset, key in enumerate(request_node_ids):
             args = {**base, "request_node_id": key}
+            nonce = None
             if start is not None:  # the run's next released nonce is the lowest from here
-                nonces.append(
-                    await tx.fetchval(SQL.take_released, {**args, "floor": start + offset})
-                )
-            else:
-                nonces.append(await tx.fetchval(SQL.take_next, {**args, "floor": chain_floor}))
+                nonce = await tx.fetchval(SQL.take_released, {**args, "floor": start + offset})
+            if nonce is None:
+                nonce = await tx.fetchval(SQL.take_next, {**args, "floor": chain_floor})
+            nonces.append(nonce)
         return nonces
 
 
