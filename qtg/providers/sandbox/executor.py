@@ -19,6 +19,7 @@ Money-safety properties the tests prove:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -39,6 +40,7 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
+from qtg.providers.coalesce import Coalescer
 from qtg.providers.sandbox.behaviour import (
     Behaviour,
     Fail,
@@ -100,6 +102,16 @@ class SandboxExecutor:
         self._signer = signer
         self._default_latency_ms = default_latency_ms
         self._health_state = health_state
+        # The remote system's status endpoints answer a batch of keys in one call
+        # (one statement, one commit), as the evm provider's JSON-RPC batches do:
+        # dozens of observations in flight cost the database one statement a
+        # scheduling round, not one each (issue 29 item 3).
+        self._observe_only: Coalescer[str, int] = Coalescer(
+            self._count_observations, name="sandbox observe_only"
+        )
+        self._observe_submissions: Coalescer[str, dict[str, Any]] = Coalescer(
+            self._observe_submitted, name="sandbox observe_submission"
+        )
 
     def __repr__(self) -> str:
         return f"SandboxExecutor(key={self.key!r})"
@@ -204,17 +216,15 @@ class SandboxExecutor:
         lane = self._lane(ctx, ProviderError)
         behaviour = self._behaviour(ctx)
         if ctx.node_kind == "observe":
-            count = await self._db.fetchval(
-                SQL.observe_only, {"request_node_id": ctx.request_node_id}
-            )
+            count = await self._observe_only.ask(ctx.request_node_id)
+            if count is None:  # the INSERT … ON CONFLICT returns every key it was given
+                raise ProviderError("the observation counter returned no count")
             refs = observed_refs(lane, ctx.request_node_id, ctx.provider_context)
             artifacts = completion_artifacts(lane, ctx.request_node_id, refs, ctx.intent)
         else:
             if not ctx.idempotency_key:
                 return _no_key_observation()
-            row = await self._db.fetchrow(
-                SQL.observe_submission, {"idempotency_key": ctx.idempotency_key}
-            )
+            row = await self._observe_submissions.ask(ctx.idempotency_key)
             if row is None:
                 await _latency(behaviour)
                 return ObserveResult(
@@ -247,6 +257,14 @@ class SandboxExecutor:
         return ObserveResult(
             status=ObserveStatus.COMPLETED, provider_refs=refs, artifacts=artifacts
         )
+
+    async def _count_observations(self, node_ids: Sequence[str]) -> dict[str, int]:
+        rows = await self._db.fetch(SQL.observe_only, {"request_node_ids": list(node_ids)})
+        return {r["request_node_id"]: r["observe_count"] for r in rows}
+
+    async def _observe_submitted(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        rows = await self._db.fetch(SQL.observe_submission, {"idempotency_keys": list(keys)})
+        return {r["idempotency_key"]: r for r in rows}
 
     # ------------------------------------------------------------------ recover
 

@@ -1,0 +1,125 @@
+"""Calls that arrive together answered by one batch call (issue 29 item 3: provider-side
+batching where the provider allows it).
+
+The observer has dozens of observations in flight at once; a provider whose remote
+system answers many keys in one request should get one request, not one each. A
+`Coalescer` gathers every key asked before its flusher runs — the flusher is a task
+started by the first ask, so the window is one trio scheduling round: no timer, no
+added latency for a lone call — and answers them with one call of `answer(keys)`.
+Keys asked while a batch is in flight go in the next one. A key asked twice in one
+round goes in the next batch too, so a batch never names a key twice (an
+`INSERT … ON CONFLICT DO UPDATE` cannot touch one row twice in one statement) and
+each ask is answered as if it had been made alone, in turn.
+
+The flusher is a system task, not the first caller: a caller cancelled by its own
+deadline must not take the other callers' batch down with it. An ask cancelled
+before its batch is sent is taken out of it (never sent); one cancelled after is
+sent and its answer dropped, as a single call cut off mid-flight would be. A batch
+call that raises raises `BatchFailed` in each of its callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import trio
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+#: The batch call: an answer per key it knows; a key left out is answered None.
+Answer = Callable[[Sequence[K]], Awaitable[dict[K, V]]]
+
+
+class BatchFailed(Exception):
+    """The batch call that carried this ask raised (the message names what)."""
+
+
+@dataclass(eq=False)
+class _Ask(Generic[K, V]):
+    key: K
+    done: trio.Event = field(default_factory=trio.Event)
+    value: V | None = None
+    error: str | None = None
+
+
+class Coalescer(Generic[K, V]):
+    """`ask(key)` answered by `answer([keys])` together with the keys other tasks ask
+    in the same scheduling round, at most `batch_max` keys a call."""
+
+    def __init__(self, answer: Answer[K, V], *, name: str, batch_max: int = 100) -> None:
+        if batch_max < 1:
+            raise ValueError(f"batch_max must be at least 1, not {batch_max}")
+        self._answer = answer
+        self._name = name
+        self.batch_max = batch_max
+        self._pending: list[_Ask[K, V]] = []
+        self._flushing = False
+        #: Batch calls made (each answered one or more asks).
+        self.calls = 0
+
+    async def ask(self, key: K) -> V | None:
+        """`key`'s answer (None: the batch call did not name it)."""
+        ask: _Ask[K, V] = _Ask(key)
+        self._pending.append(ask)
+        if not self._flushing:
+            self._flushing = True
+            trio.lowlevel.spawn_system_task(self._flush, name=self._name)
+        try:
+            await ask.done.wait()
+        finally:
+            if not ask.done.is_set() and ask in self._pending:
+                self._pending.remove(ask)  # cancelled before it was sent: never sent
+        if ask.error is not None:
+            raise BatchFailed(ask.error)
+        return ask.value
+
+    async def _flush(self) -> None:
+        """Answer what waits, a batch call at a time, until nothing does. Never raises
+        (a system task): every ask it takes is settled, whatever happens."""
+        try:
+            while True:
+                await trio.lowlevel.checkpoint()  # one scheduling round: the others join
+                batch = self._take()
+                if not batch:
+                    return
+                await self._call(batch)
+        finally:
+            self._flushing = False
+            if self._pending:  # cancelled (the run ends) with asks waiting
+                for ask in self._pending:
+                    ask.error = "the batch was cancelled"
+                    ask.done.set()
+                self._pending.clear()
+
+    def _take(self) -> list[_Ask[K, V]]:
+        """The next batch: waiting asks in order, each key once, at most batch_max."""
+        batch: list[_Ask[K, V]] = []
+        keys: set[K] = set()
+        later: list[_Ask[K, V]] = []
+        for ask in self._pending:
+            if ask.key in keys or len(batch) >= self.batch_max:
+                later.append(ask)
+            else:
+                keys.add(ask.key)
+                batch.append(ask)
+        self._pending = later
+        return batch
+
+    async def _call(self, batch: list[_Ask[K, V]]) -> None:
+        self.calls += 1
+        try:
+            answers = await self._answer([ask.key for ask in batch])
+        except BaseException as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+            for ask in batch:
+                ask.error = detail
+                ask.done.set()
+            if not isinstance(exc, Exception):
+                raise  # cancellation: the run ends
+            return
+        for ask in batch:
+            ask.value = answers.get(ask.key)
+            ask.done.set()

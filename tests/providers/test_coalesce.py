@@ -1,0 +1,192 @@
+"""Provider-side batching (qtg/providers/coalesce.py): asks of one scheduling round are
+one batch call, each answered as if it had been made alone; and the sandbox's status
+endpoints on it, against the real database."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+import trio
+
+from qtg.db import Database
+from qtg.db.queries import Query
+from qtg.providers.base import ObserveStatus
+from qtg.providers.coalesce import BatchFailed, Coalescer
+from qtg.providers.sandbox import SandboxExecutor, SandboxSigner
+
+from .helpers import dispatch, make_context
+
+#: Per sandbox table, the transactions that last wrote the rows named, and their counters.
+_XMINS = Query(
+    "t/sandbox_xmins",
+    """
+    SELECT 'observations' AS tbl, count(DISTINCT xmin::text)::int AS writers,
+           count(*)::int AS rows, array_agg(DISTINCT observe_count) AS counts
+    FROM sandbox_observations WHERE request_node_id = ANY(%(node_ids)s::text[])
+    UNION ALL
+    SELECT 'submissions', count(DISTINCT xmin::text)::int, count(*)::int,
+           array_agg(DISTINCT observe_count)
+    FROM sandbox_submissions WHERE idempotency_key = ANY(%(keys)s::text[])
+    ORDER BY 1
+    """,
+)
+
+
+class Squares:
+    """An answer function that records each batch it is called with."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.hold: trio.Event | None = None  # set: the call waits for it
+
+    async def __call__(self, keys: Sequence[int]) -> dict[int, int]:
+        self.batches.append(list(keys))
+        if self.hold is not None:
+            await self.hold.wait()
+        return {k: k * k for k in keys if k >= 0}  # a negative key: not known
+
+
+async def ask_all(coalescer: Coalescer[int, int], keys: list[int]) -> list[int | None]:
+    answers: list[int | None] = [None] * len(keys)
+
+    async def one(i: int) -> None:
+        answers[i] = await coalescer.ask(keys[i])
+
+    async with trio.open_nursery() as nursery:
+        for i in range(len(keys)):
+            nursery.start_soon(one, i)
+    return answers
+
+
+async def test_asks_of_one_round_are_one_call_each_answered_its_own() -> None:
+    squares = Squares()
+    coalescer = Coalescer(squares, name="test")
+    assert await ask_all(coalescer, [3, 1, 2, -1]) == [9, 1, 4, None]
+    assert [sorted(b) for b in squares.batches] == [[-1, 1, 2, 3]]  # trio starts tasks in any order
+    assert await coalescer.ask(5) == 25  # a lone ask: a batch of one, at once
+    assert squares.batches[1:] == [[5]]
+
+
+async def test_a_key_asked_twice_in_a_round_goes_in_the_next_batch() -> None:
+    squares = Squares()
+    coalescer = Coalescer(squares, name="test")
+    assert await ask_all(coalescer, [7, 8, 7]) == [49, 64, 49]
+    assert [sorted(b) for b in squares.batches] == [[7, 8], [7]]
+
+
+async def test_batches_are_at_most_batch_max_keys() -> None:
+    squares = Squares()
+    coalescer = Coalescer(squares, name="test", batch_max=2)
+    assert await ask_all(coalescer, [1, 2, 3, 4, 5]) == [1, 4, 9, 16, 25]
+    assert [len(b) for b in squares.batches] == [2, 2, 1]
+    assert sorted(k for b in squares.batches for k in b) == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="batch_max"):
+        Coalescer(squares, name="test", batch_max=0)
+
+
+async def test_asks_made_while_a_batch_is_in_flight_go_in_the_next() -> None:
+    squares = Squares()
+    squares.hold = trio.Event()
+    coalescer = Coalescer(squares, name="test")
+    answers: dict[int, int | None] = {}
+
+    async def one(k: int) -> None:
+        answers[k] = await coalescer.ask(k)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(one, 1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert squares.batches == [[1]]  # in flight, held
+        nursery.start_soon(one, 2)
+        nursery.start_soon(one, 3)
+        await trio.testing.wait_all_tasks_blocked()
+        squares.hold.set()
+    assert answers == {1: 1, 2: 4, 3: 9}
+    assert [sorted(b) for b in squares.batches] == [[1], [2, 3]]
+
+
+async def test_an_ask_cancelled_before_its_batch_is_sent_is_never_sent() -> None:
+    squares = Squares()
+    coalescer = Coalescer(squares, name="test")
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await coalescer.ask(4)
+    assert scope.cancelled_caught
+    assert await coalescer.ask(6) == 36
+    assert squares.batches == [[6]]
+
+
+async def test_a_batch_call_that_raises_fails_each_of_its_asks_and_the_next_works() -> None:
+    calls: list[list[int]] = []
+
+    async def broken(keys: Sequence[int]) -> dict[int, int]:
+        calls.append(list(keys))
+        if len(calls) == 1:
+            raise ConnectionError("remote gone")
+        return {k: -k for k in keys}
+
+    coalescer = Coalescer(broken, name="test")
+    failures: list[str] = []
+
+    async def one(k: int) -> None:
+        try:
+            await coalescer.ask(k)
+        except BatchFailed as exc:
+            failures.append(str(exc))
+
+    async with trio.open_nursery() as nursery:
+        for k in (1, 2):
+            nursery.start_soon(one, k)
+    assert failures == ["ConnectionError: remote gone"] * 2
+    assert await coalescer.ask(3) == -3
+
+
+async def test_sandbox_observations_in_flight_together_are_one_statement(
+    db: Database, sandbox: SandboxExecutor, signer: SandboxSigner
+) -> None:
+    watched = [
+        make_context(
+            "destination_chain_receive_observe",
+            node_kind="observe",
+            sandbox={"observations_to_complete": 2},
+        )
+        for _ in range(12)
+    ]
+    sent = [
+        make_context("cex_withdrawal", sandbox={"observations_to_complete": 3}) for _ in range(4)
+    ]
+    for ctx in sent:
+        await dispatch(sandbox, signer, ctx)
+    never_sent = make_context("cctp_burn")
+
+    async def observe_all() -> list[ObserveStatus]:
+        contexts = [*watched, *sent, never_sent]
+        found: list[ObserveStatus] = [ObserveStatus.UNKNOWN] * len(contexts)
+
+        async def one(i: int) -> None:
+            found[i] = (await sandbox.observe(contexts[i])).status
+
+        async with trio.open_nursery() as nursery:
+            for i in range(len(contexts)):
+                nursery.start_soon(one, i)
+        return found
+
+    first = await observe_all()
+    assert first == [ObserveStatus.PENDING] * 16 + [ObserveStatus.UNKNOWN]
+    # The database's own record: each table's rows were written by one transaction.
+    writers = await db.fetch(
+        _XMINS,
+        {
+            "node_ids": [c.request_node_id for c in watched],
+            "keys": [c.idempotency_key for c in sent],
+        },
+    )
+    assert [(w["tbl"], w["writers"], w["rows"], w["counts"]) for w in writers] == [
+        ("observations", 1, 12, [1]),
+        ("submissions", 1, 4, [1]),
+    ]
+    second = await observe_all()
+    assert second == [ObserveStatus.COMPLETED] * 12 + [ObserveStatus.PENDING] * 4 + [
+        ObserveStatus.UNKNOWN
+    ]
