@@ -5,9 +5,10 @@ The observer has dozens of observations in flight at once; a provider whose remo
 system answers many keys in one request should get one request, not one each. A
 `Coalescer` gathers every key asked before its flusher runs — the flusher is a task
 started by the first ask, so the window is one trio scheduling round: no timer, no
-added latency for a lone call — and answers them with one call of `answer(keys)`.
-Keys asked while a batch is in flight go in the next one. A key asked twice in one
-round goes in the next batch too, so a batch never names a key twice (an
+added latency for a lone call — and answers them with one call of `answer(items)`,
+which answers each by its key (`key(item)`; the item itself by default). Items asked
+while a batch is in flight go in the next one. An item whose key is already in the
+batch goes in the next one too, so a batch never names a key twice (an
 `INSERT … ON CONFLICT DO UPDATE` cannot touch one row twice in one statement) and
 each ask is answered as if it had been made alone, in turn.
 
@@ -20,17 +21,21 @@ call that raises raises `BatchFailed` in each of its callers.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import trio
 
-K = TypeVar("K", bound=Hashable)
+Item = TypeVar("Item")
 V = TypeVar("V")
 
-#: The batch call: an answer per key it knows; a key left out is answered None.
-Answer = Callable[[Sequence[K]], Awaitable[dict[K, V]]]
+#: The batch call: an answer per key it knows; an item whose key is left out is answered None.
+Answer = Callable[[Sequence[Item]], Awaitable[Mapping[Any, V]]]
+
+
+def _itself(item: Any) -> Hashable:
+    return item  # type: ignore[no-any-return]
 
 
 class BatchFailed(Exception):
@@ -38,31 +43,40 @@ class BatchFailed(Exception):
 
 
 @dataclass(eq=False)
-class _Ask(Generic[K, V]):
-    key: K
+class _Ask(Generic[Item, V]):
+    item: Item
+    key: Hashable
     done: trio.Event = field(default_factory=trio.Event)
     value: V | None = None
     error: str | None = None
 
 
-class Coalescer(Generic[K, V]):
-    """`ask(key)` answered by `answer([keys])` together with the keys other tasks ask
-    in the same scheduling round, at most `batch_max` keys a call."""
+class Coalescer(Generic[Item, V]):
+    """`ask(item)` answered by `answer([items])` together with the items other tasks
+    ask in the same scheduling round, at most `batch_max` a call."""
 
-    def __init__(self, answer: Answer[K, V], *, name: str, batch_max: int = 100) -> None:
+    def __init__(
+        self,
+        answer: Answer[Item, V],
+        *,
+        name: str,
+        key: Callable[[Item], Hashable] = _itself,
+        batch_max: int = 100,
+    ) -> None:
         if batch_max < 1:
             raise ValueError(f"batch_max must be at least 1, not {batch_max}")
         self._answer = answer
+        self._key = key
         self._name = name
         self.batch_max = batch_max
-        self._pending: list[_Ask[K, V]] = []
+        self._pending: list[_Ask[Item, V]] = []
         self._flushing = False
         #: Batch calls made (each answered one or more asks).
         self.calls = 0
 
-    async def ask(self, key: K) -> V | None:
-        """`key`'s answer (None: the batch call did not name it)."""
-        ask: _Ask[K, V] = _Ask(key)
+    async def ask(self, item: Item) -> V | None:
+        """`item`'s answer (None: the batch call did not answer its key)."""
+        ask: _Ask[Item, V] = _Ask(item, self._key(item))
         self._pending.append(ask)
         if not self._flushing:
             self._flushing = True
@@ -94,11 +108,11 @@ class Coalescer(Generic[K, V]):
                     ask.done.set()
                 self._pending.clear()
 
-    def _take(self) -> list[_Ask[K, V]]:
+    def _take(self) -> list[_Ask[Item, V]]:
         """The next batch: waiting asks in order, each key once, at most batch_max."""
-        batch: list[_Ask[K, V]] = []
-        keys: set[K] = set()
-        later: list[_Ask[K, V]] = []
+        batch: list[_Ask[Item, V]] = []
+        keys: set[Hashable] = set()
+        later: list[_Ask[Item, V]] = []
         for ask in self._pending:
             if ask.key in keys or len(batch) >= self.batch_max:
                 later.append(ask)
@@ -108,10 +122,10 @@ class Coalescer(Generic[K, V]):
         self._pending = later
         return batch
 
-    async def _call(self, batch: list[_Ask[K, V]]) -> None:
+    async def _call(self, batch: list[_Ask[Item, V]]) -> None:
         self.calls += 1
         try:
-            answers = await self._answer([ask.key for ask in batch])
+            answers = await self._answer([ask.item for ask in batch])
         except BaseException as exc:
             detail = f"{type(exc).__name__}: {exc}"
             for ask in batch:

@@ -13,7 +13,7 @@ from qtg.db import Database
 from qtg.db.queries import Query
 from qtg.providers.base import ObserveStatus
 from qtg.providers.coalesce import BatchFailed, Coalescer
-from qtg.providers.sandbox import SandboxExecutor, SandboxSigner
+from qtg.providers.sandbox import SandboxExecutor, SandboxSigner, submissions
 
 from .helpers import dispatch, make_context
 
@@ -190,3 +190,30 @@ async def test_sandbox_observations_in_flight_together_are_one_statement(
     assert second == [ObserveStatus.COMPLETED] * 12 + [ObserveStatus.PENDING] * 4 + [
         ObserveStatus.UNKNOWN
     ]
+
+
+async def test_sandbox_submits_in_flight_together_are_one_statement_each_once(
+    db: Database, sandbox: SandboxExecutor, signer: SandboxSigner
+) -> None:
+    contexts = [make_context("cex_withdrawal") for _ in range(6)]
+    again = contexts[0]  # submitted twice at once: one side effect, one duplicate
+    refs: list[dict[str, object]] = []
+
+    async def one(i: int) -> None:
+        refs.append((await dispatch(sandbox, signer, [*contexts, again][i])).provider_refs)
+
+    async with trio.open_nursery() as nursery:
+        for i in range(len(contexts) + 1):
+            nursery.start_soon(one, i)
+    writers = await db.fetch(
+        _XMINS, {"node_ids": [], "keys": [c.idempotency_key for c in contexts[1:]]}
+    )
+    assert [(w["tbl"], w["writers"], w["rows"]) for w in writers] == [
+        ("observations", 0, 0),
+        ("submissions", 1, 5),
+    ]
+    rows = {r["idempotency_key"]: r for r in await submissions(db)}
+    assert len(rows) == 6
+    assert [r["duplicate_submits"] for r in rows.values()].count(1) == 1
+    assert rows[again.idempotency_key]["duplicate_submits"] == 1
+    assert len({str(r) for r in refs}) == 6  # the repeat got the original's refs

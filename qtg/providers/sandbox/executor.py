@@ -5,7 +5,11 @@ Every call that would cross the network runs in its OWN transaction on its own
 pooled connection, never the caller's: a submission must stay done when the
 dispatcher's transaction rolls back, exactly as a withdrawal at an exchange
 does. That is what lets `recover()` answer "did it happen?" with the truth
-after a crash between the write-ahead commit and submit's return.
+after a crash between the write-ahead commit and submit's return. Calls in
+flight together share that transaction (qtg/providers/coalesce.py: the submits
+of a dispatch batch, the observations of the observer's lanes), as a remote API
+that takes batches would: one statement and one commit for all of them, all
+or none.
 
 Money-safety properties the tests prove:
 - `submit()` is idempotent on the idempotency key (INSERT … ON CONFLICT): a
@@ -20,6 +24,7 @@ Money-safety properties the tests prove:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -81,6 +86,21 @@ class SandboxCrash(RuntimeError):
     """An injected crash inside submit: to the caller, the outcome is unknown."""
 
 
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """One submit as the remote system records it (a row of sandbox_submissions)."""
+
+    idempotency_key: str
+    request_id: str
+    request_node_id: str
+    attempt_no: int
+    action_type: str
+    payload_hash: str
+    signature: str | None
+    provider_refs: dict[str, Any]
+    artifacts: dict[str, Any]
+
+
 class SandboxExecutor:
     """One executor serving every sandbox lane (see lanes.py)."""
 
@@ -102,10 +122,14 @@ class SandboxExecutor:
         self._signer = signer
         self._default_latency_ms = default_latency_ms
         self._health_state = health_state
-        # The remote system's status endpoints answer a batch of keys in one call
+        # The remote system takes a batch of submits, and its status endpoints a
+        # batch of keys, in one call
         # (one statement, one commit), as the evm provider's JSON-RPC batches do:
         # dozens of observations in flight cost the database one statement a
         # scheduling round, not one each (issue 29 item 3).
+        self._submissions: Coalescer[Submitted, dict[str, Any]] = Coalescer(
+            self._record_submissions, name="sandbox submit", key=lambda s: s.idempotency_key
+        )
         self._observe_only: Coalescer[str, int] = Coalescer(
             self._count_observations, name="sandbox observe_only"
         )
@@ -182,22 +206,23 @@ class SandboxExecutor:
 
         refs = submission_refs(lane, idempotency_key)
         artifacts = completion_artifacts(lane, idempotency_key, refs, ctx.intent)
-        # One statement, the remote system's own transaction (one round trip)
-        row = await self._db.fetchrow(
-            SQL.record_submission,
-            {
-                "idempotency_key": idempotency_key,
-                "request_id": ctx.request_id,
-                "request_node_id": ctx.request_node_id,
-                "attempt_no": ctx.attempt_no,
-                "action_type": lane.action_type,
-                "payload_hash": prepared.payload_hash,
-                "signature": signature,
-                "provider_refs": Jsonb(refs),
-                "artifacts": Jsonb(artifacts),
-            },
+        # One statement for the submits in flight together: the remote system's own
+        # transaction (one round trip), none of them the caller's
+        row = await self._submissions.ask(
+            Submitted(
+                idempotency_key,
+                ctx.request_id,
+                ctx.request_node_id,
+                ctx.attempt_no,
+                lane.action_type,
+                prepared.payload_hash,
+                signature,
+                refs,
+                artifacts,
+            )
         )
-        assert row is not None
+        if row is None:  # the INSERT … ON CONFLICT returns every key it was given
+            raise ProviderError("the remote system recorded no submission")
         if behaviour.fail is Fail.SUBMIT_CRASH_AFTER:
             raise SandboxCrash("injected crash after the side effect")
         if not row["inserted"] and row["payload_hash"] != prepared.payload_hash:
@@ -257,6 +282,23 @@ class SandboxExecutor:
         return ObserveResult(
             status=ObserveStatus.COMPLETED, provider_refs=refs, artifacts=artifacts
         )
+
+    async def _record_submissions(self, batch: Sequence[Submitted]) -> dict[str, dict[str, Any]]:
+        rows = await self._db.fetch(
+            SQL.record_submission,
+            {
+                "idempotency_keys": [s.idempotency_key for s in batch],
+                "request_ids": [s.request_id for s in batch],
+                "request_node_ids": [s.request_node_id for s in batch],
+                "attempt_nos": [s.attempt_no for s in batch],
+                "action_types": [s.action_type for s in batch],
+                "payload_hashes": [s.payload_hash for s in batch],
+                "signatures": [s.signature for s in batch],
+                "provider_refs": [Jsonb(s.provider_refs) for s in batch],
+                "artifacts": [Jsonb(s.artifacts) for s in batch],
+            },
+        )
+        return {r["idempotency_key"]: r for r in rows}
 
     async def _count_observations(self, node_ids: Sequence[str]) -> dict[str, int]:
         rows = await self._db.fetch(SQL.observe_only, {"request_node_ids": list(node_ids)})
