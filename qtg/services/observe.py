@@ -155,11 +155,11 @@ async def observe_batch(ctx: ServiceContext, on_full: Callable[[], None] | None 
     is called once the claim has committed, if it took a whole batch."""
     limit = ctx.settings.node_observe_batch_size
     async with ctx.db.transaction() as tx:
-        rows = await tx.fetch(
-            SQL.claim_batch,
-            {"limit": limit, "network_class": ctx.settings.network_class},
+        # BEGIN, the claim and the load of its requests' nodes: one round trip;
+        # the lease goes with the COMMIT: a second
+        rows, snaps = await progress.claim_with_nodes(
+            tx, SQL.claim_batch, {"limit": limit, "network_class": ctx.settings.network_class}
         )
-        snaps = await progress.snapshots_from_claim(tx, rows)
         lease = _lease(ctx, tx, rows, snaps)
     if on_full is not None and len(rows) >= limit:
         on_full()

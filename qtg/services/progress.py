@@ -117,11 +117,11 @@ async def claim_with_nodes(
     tx: Tx, claim: Query, params: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], dict[Any, Snapshot]]:
     """Run a batch claim that records its request ids in the transaction-local
-    setting qtg.claimed_requests (sql/dispatch/claim_batch.sql) and the node
-    load of those requests in ONE round trip (issue 29 item 5); the claimed
-    rows and their snapshots. The load is the next statement of the pipeline,
-    so its snapshot is taken after the claim's locks, as when it was sent
-    alone."""
+    setting qtg.claimed_requests (sql/dispatch/claim_batch.sql,
+    sql/observe/claim_batch.sql) and the node load of those requests in ONE
+    round trip (issue 29 item 5); the claimed rows and their snapshots. The
+    load is the next statement of the pipeline, so its snapshot is taken after
+    the claim's locks, as when it was sent alone."""
     rows, nodes = await tx.fetch_each((claim, params), (SQL.load_nodes, {"request_ids": None}))
     return rows, await snapshots_from_claim(tx, rows, nodes)
 

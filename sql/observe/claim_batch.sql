@@ -33,6 +33,18 @@
 -- db_now is the transaction's clock, for the observation timeout. The
 -- request's columns (as sql/progress/load_request.sql reads them) come with
 -- the claim, which locked that row (progress.snapshots_from_claim).
+--
+-- claimed_requests: the claimed rows' request ids, also written to the
+-- transaction-local setting qtg.claimed_requests, so that the node load
+-- (sql/progress/load_nodes.sql with request_ids NULL) travels in this claim's
+-- pipeline — one round trip, not two (progress.claim_with_nodes; the
+-- dispatch claim does the same, and sql/dispatch/claim_batch.sql says why
+-- the nodes cannot be read by this statement itself). The window over no
+-- ORDER BY adds no sort: rows keep the walk's order.
+SELECT c.*,
+       set_config('qtg.claimed_requests', (array_agg(c.request_id) OVER ())::text, true)
+           AS claimed_requests
+FROM (
 SELECT n.id, n.request_id, now() AS db_now,
        r.request_state, r.compiled_plan_hash,
        r.intent, r.input_params,
@@ -59,3 +71,4 @@ WHERE n.node_state IN ('SUBMITTED', 'OBSERVING')
 ORDER BY n.request_created_at, coalesce(n.next_observe_at, '-infinity'::timestamptz), n.id
 LIMIT %(limit)s
 FOR NO KEY UPDATE OF n, r SKIP LOCKED
+) c
