@@ -16,11 +16,16 @@ The flusher is a system task, not the first caller: a caller cancelled by its ow
 deadline must not take the other callers' batch down with it. An ask cancelled
 before its batch is sent is taken out of it (never sent); one cancelled after is
 sent and its answer dropped, as a single call cut off mid-flight would be. A batch
-call that raises raises `BatchFailed` in each of its callers.
+call that raises raises in each of its callers an exception of the same type and
+message — a copy, caused by the original — so a caller tells a lost connection from
+anything else exactly as for a call of its own (the dispatcher leaves a submit whose
+database connection died SUBMITTING, and makes any other error UNKNOWN);
+`BatchFailed` when the batch was cancelled or the error cannot be copied.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -39,7 +44,17 @@ def _itself(item: Any) -> Hashable:
 
 
 class BatchFailed(Exception):
-    """The batch call that carried this ask raised (the message names what)."""
+    """The batch that carried this ask was cancelled, or raised what cannot be copied."""
+
+
+def _fresh(exc: Exception) -> Exception:
+    """A new exception like `exc` for one caller (one instance raised in several tasks
+    would pile their tracebacks together)."""
+    try:
+        twin = copy.copy(exc)
+    except Exception:
+        return BatchFailed(f"{type(exc).__name__}: {exc}")
+    return twin if type(twin) is type(exc) else BatchFailed(f"{type(exc).__name__}: {exc}")
 
 
 @dataclass(eq=False)
@@ -48,7 +63,7 @@ class _Ask(Generic[Item, V]):
     key: Hashable
     done: trio.Event = field(default_factory=trio.Event)
     value: V | None = None
-    error: str | None = None
+    error: Exception | None = None
 
 
 class Coalescer(Generic[Item, V]):
@@ -87,7 +102,7 @@ class Coalescer(Generic[Item, V]):
             if not ask.done.is_set() and ask in self._pending:
                 self._pending.remove(ask)  # cancelled before it was sent: never sent
         if ask.error is not None:
-            raise BatchFailed(ask.error)
+            raise _fresh(ask.error) from ask.error
         return ask.value
 
     async def _flush(self) -> None:
@@ -104,7 +119,7 @@ class Coalescer(Generic[Item, V]):
             self._flushing = False
             if self._pending:  # cancelled (the run ends) with asks waiting
                 for ask in self._pending:
-                    ask.error = "the batch was cancelled"
+                    ask.error = BatchFailed("the batch was cancelled")
                     ask.done.set()
                 self._pending.clear()
 
@@ -127,9 +142,9 @@ class Coalescer(Generic[Item, V]):
         try:
             answers = await self._answer([ask.item for ask in batch])
         except BaseException as exc:
-            detail = f"{type(exc).__name__}: {exc}"
+            error = exc if isinstance(exc, Exception) else BatchFailed("the batch was cancelled")
             for ask in batch:
-                ask.error = detail
+                ask.error = error
                 ask.done.set()
             if not isinstance(exc, Exception):
                 raise  # cancellation: the run ends

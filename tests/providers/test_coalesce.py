@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import psycopg
 import pytest
 import trio
 
@@ -117,29 +118,62 @@ async def test_an_ask_cancelled_before_its_batch_is_sent_is_never_sent() -> None
     assert squares.batches == [[6]]
 
 
-async def test_a_batch_call_that_raises_fails_each_of_its_asks_and_the_next_works() -> None:
+async def test_a_batch_call_that_raises_raises_its_like_in_each_ask_and_the_next_works() -> None:
     calls: list[list[int]] = []
+    lost = psycopg.OperationalError("server closed the connection unexpectedly")
 
     async def broken(keys: Sequence[int]) -> dict[int, int]:
         calls.append(list(keys))
         if len(calls) == 1:
-            raise ConnectionError("remote gone")
+            raise lost
         return {k: -k for k in keys}
 
-    coalescer = Coalescer(broken, name="test")
-    failures: list[str] = []
+    coalescer: Coalescer[int, int] = Coalescer(broken, name="test")
+    raised: list[BaseException] = []
 
     async def one(k: int) -> None:
         try:
             await coalescer.ask(k)
-        except BatchFailed as exc:
-            failures.append(str(exc))
+        except psycopg.OperationalError as exc:  # as a call of its own would raise
+            raised.append(exc)
 
     async with trio.open_nursery() as nursery:
         for k in (1, 2):
             nursery.start_soon(one, k)
-    assert failures == ["ConnectionError: remote gone"] * 2
+    assert [str(e) for e in raised] == [str(lost)] * 2
+    assert raised[0] is not raised[1] and all(e.__cause__ is lost for e in raised)
     assert await coalescer.ask(3) == -3
+
+
+class Picky(Exception):
+    """An exception that cannot be made again from its args (copy.copy fails)."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+
+
+async def test_an_error_that_cannot_be_copied_is_batch_failed_naming_it() -> None:
+    async def picky(keys: Sequence[int]) -> dict[int, int]:
+        raise Picky(7, "no")
+
+    coalescer: Coalescer[int, int] = Coalescer(picky, name="test")
+    with pytest.raises(BatchFailed, match="Picky: 7: no"):
+        await coalescer.ask(1)
+
+
+async def test_asks_cancelled_while_their_batch_waits_are_never_sent() -> None:
+    squares = Squares()
+    squares.hold = trio.Event()
+    coalescer = Coalescer(squares, name="test")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(coalescer.ask, 1)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(coalescer.ask, 2)  # waits for the batch in flight
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    squares.hold.set()  # the batch in flight ends; nothing is left to send
+    assert await coalescer.ask(3) == 9
+    assert [sorted(b) for b in squares.batches] == [[1], [3]]
 
 
 async def test_sandbox_observations_in_flight_together_are_one_statement(
@@ -217,3 +251,17 @@ async def test_sandbox_submits_in_flight_together_are_one_statement_each_once(
     assert [r["duplicate_submits"] for r in rows.values()].count(1) == 1
     assert rows[again.idempotency_key]["duplicate_submits"] == 1
     assert len({str(r) for r in refs}) == 6  # the repeat got the original's refs
+
+
+async def test_a_sandbox_submit_whose_database_is_unreachable_raises_a_lost_connection(
+    signer: SandboxSigner,
+) -> None:
+    """The dispatcher leaves a submit whose connection died SUBMITTING for recovery
+    (psycopg.OperationalError) and makes any other error UNKNOWN: through the batch,
+    the error keeps its kind."""
+    gone = Database("postgresql://postgres@127.0.0.1:1/nowhere", connect_timeout=1)
+    sandbox = SandboxExecutor(gone, signer)
+    ctx = make_context("cex_withdrawal")
+    with pytest.raises(psycopg.OperationalError):
+        await dispatch(sandbox, signer, ctx)
+    await gone.close()
