@@ -6,14 +6,20 @@ system answers many keys in one request should get one request, not one each. A
 `Coalescer` gathers every key asked before its flusher runs — the flusher is a task
 started by the first ask, so the window is one trio scheduling round: no timer, no
 added latency for a lone call — and answers them with one call of `answer(items)`,
-which answers each by its key (`key(item)`; the item itself by default). Items asked
-while a batch is in flight go in the next one. An item whose key is already in the
-batch goes in the next one too, so a batch never names a key twice (an
-`INSERT … ON CONFLICT DO UPDATE` cannot touch one row twice in one statement) and
-each ask is answered as if it had been made alone, in turn.
+which answers each by its key (`key(item)`; the item itself by default). An item
+whose key is already in the batch goes in the next one, so a batch never names a key
+twice (an `INSERT … ON CONFLICT DO UPDATE` cannot touch one row twice in one
+statement): two asks of one key are two calls, as if each had been made alone.
 
-The flusher is a system task, not the first caller: a caller cancelled by its own
-deadline must not take the other callers' batch down with it. An ask cancelled
+Up to `in_flight` batch calls run side by side, so one slow call (a connection being
+made again after a database restart, a remote system that stalls) holds up only its
+own callers, not every call after it. Under load, what is asked while every slot is
+busy waits for the next free one and goes in one batch: the busier the provider, the
+larger the batches.
+
+The flusher and each batch call are system tasks, not the first caller's: a caller
+cancelled by its own deadline must not take the other callers' batch down with it
+(they are bounded by the trio run, as the evm provider's batches are). An ask cancelled
 before its batch is sent is taken out of it (never sent); one cancelled after is
 sent and its answer dropped, as a single call cut off mid-flight would be. A batch
 call that raises raises in each of its callers an exception of the same type and
@@ -77,10 +83,14 @@ class Coalescer(Generic[Item, V]):
         name: str,
         key: Callable[[Item], Hashable] = _itself,
         batch_max: int = 100,
+        in_flight: int = 4,
     ) -> None:
         if batch_max < 1:
             raise ValueError(f"batch_max must be at least 1, not {batch_max}")
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, not {in_flight}")
         self._answer = answer
+        self._slots = trio.CapacityLimiter(in_flight)
         self._key = key
         self._name = name
         self.batch_max = batch_max
@@ -106,15 +116,22 @@ class Coalescer(Generic[Item, V]):
         return ask.value
 
     async def _flush(self) -> None:
-        """Answer what waits, a batch call at a time, until nothing does. Never raises
-        (a system task): every ask it takes is settled, whatever happens."""
+        """Start a batch call per free slot for what waits, until nothing does. Never
+        raises (a system task): every ask it takes is settled, whatever happens."""
         try:
             while True:
-                await trio.lowlevel.checkpoint()  # one scheduling round: the others join
+                slot = object()
+                await self._slots.acquire_on_behalf_of(slot)
+                try:
+                    await trio.lowlevel.checkpoint()  # one scheduling round: the others join
+                except BaseException:
+                    self._slots.release_on_behalf_of(slot)
+                    raise
                 batch = self._take()
-                if not batch:
+                if not batch:  # no await from here on: a later ask starts a new flusher
+                    self._slots.release_on_behalf_of(slot)
                     return
-                await self._call(batch)
+                trio.lowlevel.spawn_system_task(self._call, batch, slot, name=self._name)
         finally:
             self._flushing = False
             if self._pending:  # cancelled (the run ends) with asks waiting
@@ -137,7 +154,9 @@ class Coalescer(Generic[Item, V]):
         self._pending = later
         return batch
 
-    async def _call(self, batch: list[_Ask[Item, V]]) -> None:
+    async def _call(self, batch: list[_Ask[Item, V]], slot: object) -> None:
+        """One batch call, holding `slot`; settles every ask of it. Never raises but
+        for cancellation (a system task)."""
         self.calls += 1
         try:
             answers = await self._answer([ask.item for ask in batch])
@@ -149,6 +168,8 @@ class Coalescer(Generic[Item, V]):
             if not isinstance(exc, Exception):
                 raise  # cancellation: the run ends
             return
+        finally:
+            self._slots.release_on_behalf_of(slot)
         for ask in batch:
             ask.value = answers.get(ask.key)
             ask.done.set()

@@ -106,7 +106,9 @@ def test_concurrent_lookups_make_one_request_per_batch(anvil) -> None:
             proxy.posts = 0
             # eth_blockNumber is single-flight: thirty callers, one request
             heads = await _together(rpc.block_number, 30)
-            assert len(set(heads)) == 1 and heads[0] >= len(hashes)
+            newest = max(int(r["blockNumber"], 16) for r in found)  # type: ignore[index]
+            # (anvil may mine two of the transfers in one block: not one block each)
+            assert len(set(heads)) == 1 and heads[0] >= newest > 0
             assert proxy.posts == 1
         finally:
             await rpc.aclose()

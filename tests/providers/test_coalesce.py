@@ -86,10 +86,10 @@ async def test_batches_are_at_most_batch_max_keys() -> None:
         Coalescer(squares, name="test", batch_max=0)
 
 
-async def test_asks_made_while_a_batch_is_in_flight_go_in_the_next() -> None:
+async def test_asks_made_while_every_slot_is_busy_wait_and_go_in_one_batch() -> None:
     squares = Squares()
     squares.hold = trio.Event()
-    coalescer = Coalescer(squares, name="test")
+    coalescer = Coalescer(squares, name="test", in_flight=1)
     answers: dict[int, int | None] = {}
 
     async def one(k: int) -> None:
@@ -98,13 +98,36 @@ async def test_asks_made_while_a_batch_is_in_flight_go_in_the_next() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(one, 1)
         await trio.testing.wait_all_tasks_blocked()
-        assert squares.batches == [[1]]  # in flight, held
+        assert squares.batches == [[1]]  # in flight, held: the one slot is busy
         nursery.start_soon(one, 2)
         nursery.start_soon(one, 3)
         await trio.testing.wait_all_tasks_blocked()
+        assert squares.batches == [[1]]
         squares.hold.set()
     assert answers == {1: 1, 2: 4, 3: 9}
     assert [sorted(b) for b in squares.batches] == [[1], [2, 3]]
+    with pytest.raises(ValueError, match="in_flight"):
+        Coalescer(squares, name="test", in_flight=0)
+
+
+async def test_a_batch_that_stalls_holds_up_only_its_own_asks() -> None:
+    squares = Squares()
+    stall = squares.hold = trio.Event()  # the first batch stalls (a connection made again …)
+    coalescer = Coalescer(squares, name="test")
+    first: list[int | None] = []
+
+    async def stalled() -> None:
+        first.append(await coalescer.ask(1))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stalled)
+        await trio.testing.wait_all_tasks_blocked()
+        squares.hold = None  # later batches answer at once
+        assert await coalescer.ask(2) == 4  # while the first is still in flight
+        assert first == []
+        stall.set()
+    assert first == [1]
+    assert squares.batches == [[1], [2]]
 
 
 async def test_an_ask_cancelled_before_its_batch_is_sent_is_never_sent() -> None:
@@ -164,7 +187,7 @@ async def test_an_error_that_cannot_be_copied_is_batch_failed_naming_it() -> Non
 async def test_asks_cancelled_while_their_batch_waits_are_never_sent() -> None:
     squares = Squares()
     squares.hold = trio.Event()
-    coalescer = Coalescer(squares, name="test")
+    coalescer = Coalescer(squares, name="test", in_flight=1)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coalescer.ask, 1)
         await trio.testing.wait_all_tasks_blocked()
