@@ -77,6 +77,10 @@ def test_runtime_survives_a_database_restart(server: EmbeddedPostgres) -> None:
             MG_DATABASE_URL=dsn,
             MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS="1",
             MG_NODE_RECOVERY_INTERVAL_SECONDS="2",
+            # An observation the outage cuts off leaves its nodes leased (not due)
+            # until the lease runs out: at the default 60 s that alone could use up
+            # the 60 s the test gives the caught movements to settle.
+            MG_NODE_OBSERVE_LEASE_SECONDS="5",
             **POOL,
         ),
         "--migrate",
