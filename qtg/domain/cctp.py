@@ -16,7 +16,7 @@ from typing import Any
 from eth_hash.auto import keccak
 
 from qtg.domain.errors import ConfigError
-from qtg.domain.evm import is_address
+from qtg.domain.evm import address_word, is_address
 
 CHAINS_ENV = "MG_CCTP_CHAINS"
 
@@ -106,11 +106,6 @@ def chain_for_domain(chains: Mapping[int, Chain], domain: int) -> Chain | None:
 # ---- calldata
 def _word(value: int) -> str:
     return f"{value:064x}"
-
-
-def address_word(address: str) -> str:
-    """An address as a left-padded bytes32 (CCTP's mintRecipient, sender, burnToken)."""
-    return address.lower().removeprefix("0x").rjust(64, "0")
 
 
 def deposit_for_burn_data(amount: int, destination_domain: int, recipient: str, token: str) -> str:

@@ -28,6 +28,7 @@ from enum import StrEnum
 from typing import Any
 
 from qtg.domain.errors import ConfigError
+from qtg.domain.evm import address_word
 
 #: Geth refuses a same-nonce replacement below +10 % on both fee fields; 12 % clears it.
 REPLACEMENT_BUMP_PERCENT = 12
@@ -208,8 +209,8 @@ def effect_seen(
     """True when `logs` carry the ERC-20 `Transfer(sender, destination, amount)` of `token`."""
     want = [
         TRANSFER_TOPIC,
-        "0x" + sender[2:].lower().rjust(64, "0"),
-        "0x" + destination[2:].lower().rjust(64, "0"),
+        "0x" + address_word(sender),
+        "0x" + address_word(destination),
     ]
     for log in logs:
         topics = [str(t).lower() for t in log.get("topics") or []]

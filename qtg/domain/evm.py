@@ -191,37 +191,33 @@ def intent_problem(intent: Mapping[str, Any], decimals: object) -> tuple[str, st
     return None
 
 
+def address_word(address: str) -> str:
+    """An address as a left-padded ABI word (32 bytes, hex, no 0x): a call argument, a
+    log topic after "0x" (CCTP's mintRecipient, sender and burnToken too)."""
+    return address.lower().removeprefix("0x").rjust(64, "0")
+
+
 def erc20_transfer_data(to: str, value: int) -> str:
     """Calldata of ERC-20 `transfer(to, value)`."""
-    return "0x" + ERC20_TRANSFER_SELECTOR + to[2:].lower().rjust(64, "0") + f"{value:064x}"
+    return "0x" + ERC20_TRANSFER_SELECTOR + address_word(to) + f"{value:064x}"
 
 
 def erc20_balance_of_data(owner: str) -> str:
-    return "0x" + ERC20_BALANCE_OF_SELECTOR + owner[2:].lower().rjust(64, "0")
+    return "0x" + ERC20_BALANCE_OF_SELECTOR + address_word(owner)
 
 
 def erc20_approve_data(spender: str, value: int) -> str:
     """Calldata of ERC-20 `approve(spender, value)` (sets the allowance)."""
-    return "0x" + ERC20_APPROVE_SELECTOR + spender[2:].lower().rjust(64, "0") + f"{value:064x}"
+    return "0x" + ERC20_APPROVE_SELECTOR + address_word(spender) + f"{value:064x}"
 
 
 def erc20_increase_allowance_data(spender: str, added: int) -> str:
     """Calldata of `increaseAllowance(spender, added)` (raises it; not every token has it)."""
-    return (
-        "0x"
-        + ERC20_INCREASE_ALLOWANCE_SELECTOR
-        + spender[2:].lower().rjust(64, "0")
-        + f"{added:064x}"
-    )
+    return "0x" + ERC20_INCREASE_ALLOWANCE_SELECTOR + address_word(spender) + f"{added:064x}"
 
 
 def erc20_allowance_data(owner: str, spender: str) -> str:
-    return (
-        "0x"
-        + ERC20_ALLOWANCE_SELECTOR
-        + owner[2:].lower().rjust(64, "0")
-        + spender[2:].lower().rjust(64, "0")
-    )
+    return "0x" + ERC20_ALLOWANCE_SELECTOR + address_word(owner) + address_word(spender)
 
 
 class NonceVerdict(StrEnum):

@@ -96,8 +96,6 @@ class Coalescer(Generic[Item, V]):
         self.batch_max = batch_max
         self._pending: list[_Ask[Item, V]] = []
         self._flushing = False
-        #: Batch calls made (each answered one or more asks).
-        self.calls = 0
 
     async def ask(self, item: Item) -> V | None:
         """`item`'s answer (None: the batch call did not answer its key)."""
@@ -157,7 +155,6 @@ class Coalescer(Generic[Item, V]):
     async def _call(self, batch: list[_Ask[Item, V]], slot: object) -> None:
         """One batch call, holding `slot`; settles every ask of it. Never raises but
         for cancellation (a system task)."""
-        self.calls += 1
         try:
             answers = await self._answer([ask.item for ask in batch])
         except BaseException as exc:

@@ -14,21 +14,16 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from qtg.domain.evm import ERC20_DECIMALS_DATA, erc20_balance_of_data
 from qtg.providers.balances import Balance
 from qtg.providers.evm.rpc import EvmRpc
 
 NATIVE_DECIMALS = 18
-_BALANCE_OF = "0x70a08231"  # balanceOf(address)
-_DECIMALS = "0x313ce567"  # decimals()
 
 
 def scaled(raw: int, decimals: int) -> Decimal:
     """`raw` base units as an exact decimal amount."""
     return Decimal(raw).scaleb(-decimals)
-
-
-def balance_of_call(address: str) -> str:
-    return _BALANCE_OF + address.lower().removeprefix("0x").rjust(64, "0")
 
 
 class EvmBalanceFetcher:
@@ -44,13 +39,14 @@ class EvmBalanceFetcher:
         each address's native and token balances in one round trip per
         MG_EVM_RPC_BATCH_MAX reads, not one per address and token (issue 29 item 3)."""
         reads: list[tuple[str, tuple[object, ...]]] = [
-            ("eth_call", ({"to": token, "data": _DECIMALS}, "latest")) for token in self.tokens
+            ("eth_call", ({"to": token, "data": ERC20_DECIMALS_DATA}, "latest"))
+            for token in self.tokens
         ]
         for address in self.addresses:
             reads.append(("eth_getBalance", (address, "latest")))
             for token in self.tokens:
                 reads.append(
-                    ("eth_call", ({"to": token, "data": balance_of_call(address)}, "latest"))
+                    ("eth_call", ({"to": token, "data": erc20_balance_of_data(address)}, "latest"))
                 )
         raws = iter(int(raw, 16) for raw in await self.rpc.read_many(reads))
         decimals = {token: next(raws) for token in self.tokens}

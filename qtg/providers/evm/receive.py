@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.domain.context import ExecutionContext
-from qtg.domain.evm import is_address, to_base_units
+from qtg.domain.evm import address_word, is_address, to_base_units
 from qtg.providers.base import (
     ObserveResult,
     ObserveStatus,
@@ -44,7 +44,7 @@ TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523
 
 
 def _address_topic(address: str) -> str:
-    return "0x" + address[2:].lower().rjust(64, "0")
+    return "0x" + address_word(address)
 
 
 def paid(tx: dict[str, Any], receipt: dict[str, Any], want: dict[str, Any]) -> dict | None:

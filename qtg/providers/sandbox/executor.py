@@ -123,10 +123,9 @@ class SandboxExecutor:
         self._default_latency_ms = default_latency_ms
         self._health_state = health_state
         # The remote system takes a batch of submits, and its status endpoints a
-        # batch of keys, in one call
-        # (one statement, one commit), as the evm provider's JSON-RPC batches do:
-        # dozens of observations in flight cost the database one statement a
-        # scheduling round, not one each (issue 29 item 3).
+        # batch of keys, in one call (one statement, one commit), as the evm
+        # provider's JSON-RPC batches do: dozens of observations in flight cost the
+        # database one statement a scheduling round, not one each (issue 29 item 3).
         self._submissions: Coalescer[Submitted, dict[str, Any]] = Coalescer(
             self._record_submissions, name="sandbox submit", key=lambda s: s.idempotency_key
         )
