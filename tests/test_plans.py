@@ -323,6 +323,12 @@ BY_KEY: dict[str, set[str]] = {
     "progress/load_request": {REQUESTS_PKEY},
     "progress/load_plan_edges": {REQUESTS_PKEY},
     "progress/load_nodes": {"movement_request_nodes_request"},
+    # the outcomes' writes, one statement per kind for a batch (qtg.db.deferred)
+    "progress/complete_node": {NODES_PKEY},
+    "progress/set_node_error": {NODES_PKEY},
+    "progress/release_nodes": {"movement_request_nodes_request_id_node_key_key"},
+    "progress/set_frontier": {REQUESTS_PKEY},
+    "progress/set_request_state": {REQUESTS_PKEY},
 }
 
 
@@ -336,6 +342,11 @@ WRITES = {
     "dispatch/record_submitted",
     "observe/take_lease",
     "observe/record_pending_batch",
+    "progress/complete_node",
+    "progress/set_node_error",
+    "progress/release_nodes",
+    "progress/set_frontier",
+    "progress/set_request_state",
 }
 WRITE_BOUND_MS = 150.0
 
@@ -403,6 +414,20 @@ def _by_key_params(query: str, keys: dict[str, Any]) -> dict[str, Any]:
         params["refs"] = params["artifacts"] = [Jsonb({})] * observed
     if query == "dispatch/lock_submitting":
         params["attempt_nos"] = [0] * len(keys["ready_ids"])
+    if query.startswith("progress/") and query != "progress/load_nodes":
+        # one row per node (or per request) of the observed batch
+        nodes, requests = keys["node_ids_observing"], keys["request_ids"]
+        params |= {
+            "node_ids": nodes,
+            "provider_refs": [Jsonb({})] * len(nodes),
+            "artifacts": [Jsonb({})] * len(nodes),
+            "node_states": ["UNKNOWN"] * len(nodes),
+            "error_codes": ["E"] * len(nodes),
+            "error_details": [None] * len(nodes),
+            "node_keys": ["next"] * len(requests),
+            "frontiers": [Jsonb([])] * len(requests),
+            "request_states": ["EXECUTING"] * len(requests),  # no move: allowed
+        }
     return params
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
@@ -58,11 +58,11 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads
 
 from qtg.db.connection import TrioConnection, socket_has_data
+from qtg.db.deferred import Deferred, Params
 from qtg.db.queries import Query
 
 __all__ = ["Database", "Jsonb", "PoolTimeout", "ReadOnlyServer", "Tx", "session_params"]
 
-Params = Mapping[str, Any] | Sequence[Any] | None
 T = TypeVar("T")
 
 # Transaction-control statements (not queries, so they do not live in sql/).
@@ -418,13 +418,22 @@ class Tx:
         self._db = db
         self._conn: TrioConnection | None = None
         self._begun = False  # BEGIN sent on _conn
-        self._pending: list[tuple[Query, Params]] = []
+        self._pending = Deferred()
         self._before: list[tuple[Query, Params]] = []
         self._savepoints = itertools.count(1)
 
     def defer(self, query: Query, params: Params = None) -> None:
         """Queue a write to be sent with the next statement or the commit."""
-        self._pending.append((query, params))
+        self._pending.statement(query, params)
+
+    def defer_row(
+        self, query: Query, row: Mapping[str, Any], *, unit: Hashable, row_id: Hashable
+    ) -> None:
+        """Queue one row of a write written over arrays (`query`: each parameter
+        a list, one element per row), sent like `defer`'s writes: the rows of one
+        query go out as one statement where no write of the same `unit` lies
+        between them and no row is written twice (qtg.db.deferred)."""
+        self._pending.row(query, row, unit=unit, row_id=row_id)
 
     def defer_before(self, query: Query, params: Params = None) -> None:
         """Queue a write to run in a transaction of its OWN, committed before
@@ -459,7 +468,7 @@ class Tx:
     async def _send_queued(self, conn: TrioConnection) -> None:
         """Queue BEGIN (if not yet sent) and the deferred writes on `conn`'s
         pipeline; they are sent with what follows, at the pipeline's sync."""
-        pending, self._pending = self._pending, []
+        pending = self._pending.take()
         before, self._before = self._before, []
         async with conn.cursor() as cur:
             for query, params in before:  # each committed in its own transaction
@@ -543,7 +552,8 @@ class Tx:
             self._conn = await self._db.getconn()  # deferred writes only
         conn, self._conn = self._conn, None
         if conn is None:
-            self._pending, self._before = [], []
+            self._pending.clear()
+            self._before = []
             return
         try:
             with trio.fail_after(_FINISH_TIMEOUT_SECONDS):
@@ -564,7 +574,8 @@ class Tx:
                 await _rollback_quietly(conn)
             raise
         finally:
-            self._pending, self._before = [], []
+            self._pending.clear()
+            self._before = []
             self._db.putconn(conn)
 
 

@@ -735,5 +735,5 @@ async def _submit_held(
         return N.SUBMITTED, result, None
     # The outcome on the one row we hold: committed without waiting behind
     # whoever holds the request (an observer's provider call).
-    progress.record_node_error(tx, sub.node_id, *outcome)
+    progress.record_node_error(tx, sub.request_id, sub.node_id, *outcome)
     return outcome[0], None, None

@@ -158,7 +158,13 @@ async def claim_and_read(
 async def set_request_state(tx: Tx, snap: Snapshot, state: RequestState) -> None:
     if snap.request["request_state"] == state:
         return
-    tx.defer(SQL.set_request_state, {"request_id": snap.request["id"], "request_state": state})
+    request_id = snap.request["id"]
+    tx.defer_row(
+        SQL.set_request_state,
+        {"request_ids": request_id, "request_states": state},
+        unit=request_id,
+        row_id=request_id,
+    )
     snap.request["request_state"] = state
 
 
@@ -191,24 +197,37 @@ async def settle_request_state(tx: Tx, snap: Snapshot) -> RequestState | None:
 async def refresh_frontier(tx: Tx, snap: Snapshot) -> None:
     frontier = frontier_keys(snap.nodes)
     if list(snap.request["current_frontier"]) != frontier:
-        tx.defer(SQL.set_frontier, {"request_id": snap.request["id"], "frontier": frontier})
+        request_id = snap.request["id"]
+        tx.defer_row(
+            SQL.set_frontier,
+            {"request_ids": request_id, "frontiers": Jsonb(frontier)},
+            unit=request_id,
+            row_id=request_id,
+        )
         snap.request["current_frontier"] = frontier
 
 
 def record_node_error(
-    tx: Tx, node_id: object, state: NodeState, error_code: str, error_detail: str | None
+    tx: Tx,
+    request_id: object,
+    node_id: object,
+    state: NodeState,
+    error_code: str,
+    error_detail: str | None,
 ) -> None:
     """Write a node's FAILED/UNKNOWN outcome, and nothing else: the caller moves
     the request on (node_finished_badly), now or in a later transaction."""
     assert state in (N.FAILED, N.UNKNOWN)
-    tx.defer(
+    tx.defer_row(
         SQL.set_node_error,
         {
-            "node_id": node_id,
-            "node_state": state,
-            "error_code": error_code,
-            "error_detail": (error_detail or "")[:2000] or None,
+            "node_ids": node_id,
+            "node_states": state,
+            "error_codes": error_code,
+            "error_details": (error_detail or "")[:2000] or None,
         },
+        unit=request_id,
+        row_id=node_id,
     )
 
 
@@ -221,7 +240,7 @@ async def node_finished_badly(
     error_detail: str | None = None,
 ) -> None:
     """A node ends FAILED or UNKNOWN; the request state follows from the nodes."""
-    record_node_error(tx, node["id"], state, error_code, error_detail)
+    record_node_error(tx, snap.request["id"], node["id"], state, error_code, error_detail)
     node["node_state"] = state
     node["error_code"] = error_code
     await refresh_frontier(tx, snap)
@@ -235,13 +254,15 @@ async def complete_node(
     provider_refs: Mapping[str, Any] | None = None,
     artifacts: Mapping[str, Any] | None = None,
 ) -> None:
-    tx.defer(
+    tx.defer_row(
         SQL.complete_node,
         {
-            "node_id": node["id"],
+            "node_ids": node["id"],
             "provider_refs": Jsonb(dict(provider_refs or {})),
             "artifacts": Jsonb(dict(artifacts or {})),
         },
+        unit=snap.request["id"],
+        row_id=node["id"],
     )
     node["node_state"] = N.COMPLETED
     node["provider_refs"] = {**node["provider_refs"], **(provider_refs or {})}
@@ -255,8 +276,14 @@ async def advance_after_completion(tx: Tx, snap: Snapshot, completed: dict[str, 
     the request state follow (COMPLETED after the last node)."""
     released = releasable_successors(completed["node_key"], snap.nodes)
     if released:
-        tx.defer(SQL.release_nodes, {"request_id": snap.request["id"], "node_keys": released})
+        request_id = snap.request["id"]
         for key in released:
+            tx.defer_row(
+                SQL.release_nodes,
+                {"request_ids": request_id, "node_keys": key},
+                unit=request_id,
+                row_id=key,
+            )
             snap.node(key)["node_state"] = N.READY
     await refresh_frontier(tx, snap)
     await settle_request_state(tx, snap)
