@@ -91,6 +91,16 @@ def test_distinct_rows_of_one_unit_share_a_statement() -> None:
     ]
 
 
+def test_rows_are_told_apart_within_their_unit() -> None:
+    """The same node key in two requests is two rows: one statement (a drain's
+    movements share their plan's keys)."""
+    d = Deferred()
+    for r in ("r1", "r2"):
+        d.row(RELEASE, {"ids": f"{r}.b"}, unit=r, row_id="b")
+    d.row(RELEASE, {"ids": "r2.b"}, unit="r2", row_id="b")  # the same row again
+    assert shape(d) == [("t/release", ["r1.b", "r2.b"]), ("t/release", ["r2.b"])]
+
+
 def test_a_plain_write_closes_every_open_statement() -> None:
     d = Deferred()
     node_write(d, COMPLETE, "r1", "r1.a")

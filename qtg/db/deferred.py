@@ -14,7 +14,8 @@ that could depend on another in its order:
 
 - A row names its unit: the rows its write may depend on or be depended on by
   (for qtg, the movement request — its nodes' rows and its own, whose guards
-  and triggers read one another) — and the row it writes (`row_id`). Writes of
+  and triggers read one another) — and the row it writes in that unit
+  (`row_id`: a node's key will do, the unit tells the request). Writes of
   different units touch different rows and may change their relative order
   (their event rows then interleave differently; each request's own stay in
   order).
@@ -92,14 +93,14 @@ class Deferred:
             at is None
             or not isinstance(rows, _Rows)
             or self._last.get(unit, -1) > at
-            or row_id in rows.row_ids
+            or (unit, row_id) in rows.row_ids
         ):
             at = len(self._items)
             rows = _Rows(query)
             self._items.append(rows)
             self._open[query.name] = at
         rows.rows.append(row)
-        rows.row_ids.add(row_id)
+        rows.row_ids.add((unit, row_id))
         self._last[unit] = at  # joining needs _last[unit] <= at: never a step back
 
     def take(self) -> list[tuple[Query, Params]]:

@@ -95,6 +95,7 @@ async def test_a_fan_out_releases_its_successors_and_keeps_the_frontier_order(
 
     await _complete_watch_nodes(svc, ids)
 
+    written: list[dict[str, Any]] = []
     for rid in ids:
         request = await svc.db.fetchrow(Q["request"], {"rid": rid})
         assert request["current_frontier"] == ["b", "c", "d"]  # plan order, as derived
@@ -108,3 +109,8 @@ async def test_a_fan_out_releases_its_successors_and_keeps_the_frontier_order(
             if e["event_type"] == "frontier_advanced"
         ]
         assert frontiers[-1] == ["b", "c", "d"]
+        written.extend((await svc.db.fetch(Q["events"], {"rid": rid}))[-5:])
+    # both movements' six releases in one statement (their node keys are the same)
+    assert [(e["event_type"], e["to_state"]) for e in sorted(written, key=lambda e: e["id"])] == [
+        ("node_state_changed", "COMPLETED")
+    ] * 2 + [("node_state_changed", "READY")] * 6 + [("frontier_advanced", None)] * 2
