@@ -167,9 +167,10 @@ class Settings:
     )
     # How long a dispatch stretch (claim to write-ahead commit) may hold the observer's
     # next claim and provider calls back, from the stretch's start: the money path's
-    # right of way over waiting work (qtg/services/right_of_way.py). 0: the observer
-    # never gives way.
-    node_observe_give_way_ms: int = setting("MG_NODE_OBSERVE_GIVE_WAY_MS", 50, minimum=0)
+    # right of way over waiting work (qtg/services/right_of_way.py). 0 (the default since
+    # the sandbox's observations are batched, docs/benchmarks.md): the observer never
+    # gives way.
+    node_observe_give_way_ms: int = setting("MG_NODE_OBSERVE_GIVE_WAY_MS", 0, minimum=0)
     # Enforce a plan node's timeout_policy.observe_seconds (a timed-out node is UNKNOWN, never
     # FAILED).
     observe_timeout_enforcement_enabled: bool = setting(

@@ -27,7 +27,7 @@ from qtg.services.right_of_way import RightOfWay
 from .helpers import WrappedExecutor, movement, node, template
 from .test_observe_lanes import NODES, CountingExecutor, submitted
 
-BOUND = 0.05  # seconds: MG_NODE_OBSERVE_GIVE_WAY_MS's default
+BOUND = 0.05  # seconds: MG_NODE_OBSERVE_GIVE_WAY_MS=50, its default until 2026-12-06
 
 
 async def test_without_a_dispatch_nothing_waits(autojump_clock: Any) -> None:
@@ -134,7 +134,7 @@ async def test_a_dispatch_stretch_holds_the_observers_claim_and_calls(svc: Servi
         await ctx.providers.aclose()
 
 
-@pytest.mark.parametrize("give_way_ms", [50, 0])  # the default, and off
+@pytest.mark.parametrize("give_way_ms", [50, 0])  # on (the old default), and off (the default)
 async def test_a_stretch_that_runs_long_never_stops_observation(
     svc: ServiceContext, give_way_ms: int
 ) -> None:
