@@ -72,10 +72,6 @@ class Deferred:
     def __bool__(self) -> bool:
         return bool(self._items)
 
-    def __len__(self) -> int:
-        """How many statements would be sent now."""
-        return len(self._items)
-
     def statement(self, query: Query, params: Params = None) -> None:
         """A write of its own: sent as it is, after everything queued before it."""
         self._items.append((query, params))

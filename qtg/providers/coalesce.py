@@ -72,6 +72,21 @@ class _Ask(Generic[Item, V]):
     error: Exception | None = None
 
 
+async def slot_then_round(slots: trio.CapacityLimiter) -> object:
+    """A free slot of `slots`, then one trio scheduling round, so that every ask made
+    meanwhile joins the batch the slot will carry; the token that holds the slot (give
+    it back with `slots.release_on_behalf_of`). Cancelled in between, the slot is
+    given back. The batch flushers' shared first step (here and qtg.providers.evm.rpc)."""
+    slot = object()
+    await slots.acquire_on_behalf_of(slot)
+    try:
+        await trio.lowlevel.checkpoint()
+    except BaseException:
+        slots.release_on_behalf_of(slot)
+        raise
+    return slot
+
+
 class Coalescer(Generic[Item, V]):
     """`ask(item)` answered by `answer([items])` together with the items other tasks
     ask in the same scheduling round, at most `batch_max` a call."""
@@ -118,13 +133,7 @@ class Coalescer(Generic[Item, V]):
         raises (a system task): every ask it takes is settled, whatever happens."""
         try:
             while True:
-                slot = object()
-                await self._slots.acquire_on_behalf_of(slot)
-                try:
-                    await trio.lowlevel.checkpoint()  # one scheduling round: the others join
-                except BaseException:
-                    self._slots.release_on_behalf_of(slot)
-                    raise
+                slot = await slot_then_round(self._slots)
                 batch = self._take()
                 if not batch:  # no await from here on: a later ask starts a new flusher
                     self._slots.release_on_behalf_of(slot)

@@ -56,6 +56,7 @@ import trio
 
 from qtg.domain.evm import rpc_error_transient, send_refused
 from qtg.providers.base import RetryLater
+from qtg.providers.coalesce import slot_then_round
 
 log = logging.getLogger("qtg.providers.evm.rpc")
 
@@ -249,13 +250,7 @@ class EvmRpc:
         try:
             async with trio.open_nursery() as nursery:
                 while True:
-                    slot = object()
-                    await self._limit.acquire_on_behalf_of(slot)
-                    try:
-                        await trio.lowlevel.checkpoint()  # one scheduling round: the others join
-                    except BaseException:
-                        self._limit.release_on_behalf_of(slot)
-                        raise
+                    slot = await slot_then_round(self._limit)
                     pending = self._pending.get(url, [])
                     if not pending:  # no await from here on: a read that comes while
                         self._limit.release_on_behalf_of(slot)  # the last batches are
