@@ -117,6 +117,70 @@ def test_node_changes_fire_their_channels(watch: Watch, writer: Conn, plan: rows
     assert watch.channels(to("COMPLETED")) == {"qtg_events"}
 
 
+def test_one_statement_over_many_rows_wakes_each_channel_its_rows_ask_for(
+    watch: Watch, writer: Conn, plan: rows.Plan
+) -> None:
+    # The triggers run once per statement (migration 0029): a statement wakes
+    # exactly the channels that one of its rows asks for, and one that matched
+    # no row, or wrote no event, wakes nobody.
+    request_id = rows.request(writer, plan)
+    ready, observable, other = (rows.node(writer, plan, request_id) for _ in range(3))
+    rows.walk_node_to(writer, observable, "SUBMITTED")
+    rows.walk_node_to(writer, other, "SUBMITTED")
+    writer.execute(
+        "UPDATE movement_request_nodes SET next_observe_at = now() + interval '1 hour'"
+        " WHERE id = ANY(%s)",
+        ([observable, other],),
+    )
+
+    def update(assignment: str, ids: list[Any], **params: Any) -> Callable[[], None]:
+        statement = sql.SQL("UPDATE movement_request_nodes SET {} WHERE id = ANY(%(ids)s)").format(
+            sql.SQL(assignment)
+        )
+        return lambda: writer.execute(statement, {"ids": ids, **params})
+
+    assert watch.channels(update("node_state = node_state", [])) == set()
+    assert (
+        watch.channels(
+            lambda: writer.execute(
+                "INSERT INTO movement_events (request_id, event_type)"
+                " SELECT id, 'x' FROM movement_requests WHERE false"
+            )
+        )
+        == set()
+    )
+    # one row made READY, one pulled earlier, one left alone
+    assert watch.channels(
+        update(
+            "node_state = CASE WHEN id = %(ready)s THEN 'READY' ELSE node_state END,"
+            " next_observe_at = CASE WHEN id = %(observable)s THEN now()"
+            " ELSE next_observe_at END",
+            [ready, observable, other],
+            ready=ready,
+            observable=observable,
+        )
+    ) == {"qtg_dispatch", "qtg_observe", "qtg_events"}
+    # the lease holder's own "still pending" (0022): earlier, yet nobody is woken
+    writer.execute(
+        "UPDATE movement_request_nodes SET observe_lease = gen_random_uuid(),"
+        " next_observe_at = now() + interval '1 hour' WHERE id = ANY(%s)",
+        ([observable, other],),
+    )
+    assert (
+        watch.channels(
+            update(
+                "observe_lease = NULL, next_observe_at = now() + interval '10 s'",
+                [observable, other],
+            )
+        )
+        == set()
+    )
+    assert watch.channels(update("node_state = 'UNKNOWN'", [observable, other])) == {
+        "qtg_recover",
+        "qtg_events",
+    }
+
+
 def test_request_changes_fire_their_channels(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
     created: list[Any] = []
     assert watch.channels(lambda: created.append(rows.request(writer, plan))) == {"qtg_events"}
