@@ -12,7 +12,9 @@ figures mean what `python -m bench` says they mean (same code).
 `--tree NAME=PATH` measures commits instead (or as well): each is a checkout
 with its own virtualenv whose `bin/qtg-runtime` runs the figures (every
 variant is then an (env, tree) pair); the benchmark itself, the server and the
-workload stay this checkout's. With `--peers`, PgQueuer's pickup is measured
+workload stay this checkout's, and each checkout runs on copies of the prepared
+databases migrated by its own migrations — so run it from the checkout with the
+fewest (the older commit). With `--peers`, PgQueuer's pickup is measured
 (and, with drains, its drain of PEER_DRAIN_JOBS no-op jobs) in each round too,
 on the same server (python -m bench --peers's method):
 
@@ -72,8 +74,17 @@ def main(argv: list[str] | None = None) -> int:
 
         async def run() -> None:
             base = await databases.prepare_base(server)
+            backlog = ""
             if not args.no_drain:
                 backlog, _ = await databases.prepare_backlog(server, args.movements)
+            # each checkout's copies, with its own migrations (databases.migrated_for)
+            bases = {tree: base for tree, _ in trees}
+            backlogs = {tree: backlog for tree, _ in trees}
+            for tree, launcher in trees if args.tree else ():
+                checkout = launcher.parents[1]
+                bases[tree] = await databases.migrated_for(server, base, tree, checkout)
+                if backlog:
+                    backlogs[tree] = await databases.migrated_for(server, backlog, tree, checkout)
             for round_no in range(args.rounds):
                 for i, (env, (tree, launcher)) in enumerate(variants):
                     os.environ["QTG_BENCH_RUNTIME_ENV"] = env
@@ -82,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                     if args.pickups:
                         res = await latency.measure(
                             server,
-                            base,
+                            bases[tree],
                             latency.PICKUP,
                             reactive=True,
                             samples=args.pickups,
@@ -98,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                     for n in () if args.no_drain else (1, 2) if args.two else (1,):
                         d = await throughput.drain(
                             server,
-                            backlog,
+                            backlogs[tree],
                             args.movements,
                             label=f"ab{round_no}_{i}_{n}",
                             processes=n,
