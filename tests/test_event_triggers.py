@@ -1,10 +1,11 @@
-"""The event log written once per statement (migration 0029).
+"""The event log of a statement that moves many rows.
 
-One UPDATE that moves many nodes or requests writes, in one INSERT, exactly the
-events the row triggers wrote one by one: one per changed row, none for a row
-whose state did not change, in the order the rows were updated (the order
-`RETURNING` reports them in), each row's own events in their fixed order, and
-the callbacks of the requests that have a callback_url in event order.
+The outcomes' writes move a whole batch of nodes or requests in one UPDATE
+(qtg/db/deferred.py). Such a statement writes exactly one event per changed
+row, none for a row whose state did not change, in the order the rows were
+updated (the order `RETURNING` reports them in), each row's own events in
+their fixed order, and the callbacks of the requests that have a callback_url
+in event order.
 """
 
 from __future__ import annotations

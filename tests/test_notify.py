@@ -120,9 +120,9 @@ def test_node_changes_fire_their_channels(watch: Watch, writer: Conn, plan: rows
 def test_one_statement_over_many_rows_wakes_each_channel_its_rows_ask_for(
     watch: Watch, writer: Conn, plan: rows.Plan
 ) -> None:
-    # The triggers run once per statement (migration 0029): a statement wakes
-    # exactly the channels that one of its rows asks for, and one that matched
-    # no row, or wrote no event, wakes nobody.
+    # A statement over a batch of rows (qtg/db/deferred.py) wakes exactly the
+    # channels that one of its rows asks for; one that matched no row, or wrote
+    # no event, wakes nobody.
     request_id = rows.request(writer, plan)
     ready, observable, other = (rows.node(writer, plan, request_id) for _ in range(3))
     rows.walk_node_to(writer, observable, "SUBMITTED")
