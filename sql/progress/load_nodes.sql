@@ -24,7 +24,7 @@ SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state,
                  FROM plan_edges e JOIN plan_nodes t ON t.id = e.to_node_id
                  WHERE e.from_node_id = p.id), '{}') AS successor_keys
 FROM (SELECT DISTINCT wanted.id
-      FROM unnest(coalesce(%(request_ids)s::uuid[],
+      FROM unnest(coalesce(%(request_ids)b::uuid[],
                            nullif(current_setting('qtg.claimed_requests', true), '')::uuid[]))
            AS wanted(id)) AS wanted
 CROSS JOIN LATERAL (
