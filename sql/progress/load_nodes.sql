@@ -1,5 +1,6 @@
 -- Every node of the requests with what execution needs of its plan node and
--- its place in the DAG (direct predecessors and successors), in plan order.
+-- its place in the DAG (direct predecessors and successors, kept on the plan
+-- node since migration 0029), in plan order.
 --
 -- One walk of the request_id index per request is the only plan (issue 29):
 -- the ids are made distinct first and each request's nodes are a LATERAL
@@ -17,12 +18,7 @@ SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state,
        n.provider_refs, n.artifacts, n.error_code, n.recover_attempts, n.transient_tries,
        n.unsent_attempts,
        p.id AS plan_node_id, p.executor_key, p.config, p.timeout_policy, p.position,
-       coalesce((SELECT array_agg(f.node_key ORDER BY f.position)
-                 FROM plan_edges e JOIN plan_nodes f ON f.id = e.from_node_id
-                 WHERE e.to_node_id = p.id), '{}') AS predecessor_keys,
-       coalesce((SELECT array_agg(t.node_key ORDER BY t.position)
-                 FROM plan_edges e JOIN plan_nodes t ON t.id = e.to_node_id
-                 WHERE e.from_node_id = p.id), '{}') AS successor_keys
+       p.predecessor_keys, p.successor_keys
 FROM (SELECT DISTINCT wanted.id
       FROM unnest(coalesce(%(request_ids)b::uuid[],
                            nullif(current_setting('qtg.claimed_requests', true), '')::uuid[]))
