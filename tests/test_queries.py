@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-import uuid
-from decimal import Decimal
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg.types.json import Jsonb
 
 from qtg.db.queries import SQL_ROOT, Query, UnknownQueryError, load_query, sql_family
 
@@ -79,53 +74,3 @@ def test_every_sql_file_is_a_non_empty_query(path: Path) -> None:
     body = [line for line in lines if line and not line.startswith("--")]
     assert body, f"{path} has no statement"
     assert path.parent.parent == SQL_ROOT, f"{path}: sql/<service>/<query>.sql, one level deep"
-
-
-#: An array parameter: a placeholder cast to an array type.
-ARRAY_PLACEHOLDER = re.compile(r"%\((\w+)\)([sbt])::[\w ]+\[\]")
-
-
-def test_array_parameters_travel_in_binary() -> None:
-    # psycopg's text list dumper escapes every element with a regular expression:
-    # a sixth of the runtime's CPU in a drain (docs/benchmarks.md). `%(x)b` sends
-    # the list in binary; the cast names the type either way.
-    found = [
-        (path.relative_to(SQL_ROOT), name, fmt)
-        for path in SQL_FILES
-        for name, fmt in ARRAY_PLACEHOLDER.findall(path.read_text(encoding="utf-8"))
-    ]
-    assert len(found) >= 40
-    assert [f for f in found if f[2] != "b"] == []
-
-
-def test_binary_array_parameters_keep_their_values(dsn: str) -> None:
-    ids = [uuid.uuid4(), None, uuid.uuid4()]
-    texts = ['a"b', None, "c\\d{e,f}", ""]
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT %(ids)b::uuid[], %(strs)b::uuid[], %(texts)b::text[], %(docs)b::jsonb[],"
-            " %(ints)b::integer[], %(amounts)b::numeric[], %(seconds)b::float8[],"
-            " %(empty)b::text[], %(nulls)b::text[]",
-            {
-                "ids": ids,
-                "strs": [str(i) if i else None for i in ids],
-                "texts": texts,
-                "docs": [Jsonb({"k": [1, "x"]}), None],
-                "ints": [1, None, 2**31 - 1],
-                "amounts": [Decimal("10.25"), Decimal("-0.000001")],
-                "seconds": [0.5, 10.0],
-                "empty": [],
-                "nulls": [None, None],
-            },
-        ).fetchone()
-    assert row == (
-        ids,
-        ids,
-        texts,
-        [{"k": [1, "x"]}, None],
-        [1, None, 2**31 - 1],
-        [Decimal("10.25"), Decimal("-0.000001")],
-        [0.5, 10.0],
-        [],
-        [None, None],
-    )

@@ -7,12 +7,7 @@ A service declares the queries it uses when its module is imported:
 
 Declaring the names up front is what makes a missing or misspelled query fail
 at start-up (import time), not at first use in the middle of a money movement.
-Python never assembles SQL from pieces; parameters use psycopg's `%(name)s`,
-and an array parameter (a Python list, cast `::type[]` in the SQL) `%(name)b`:
-in binary, because psycopg's text list dumper escapes every element with a
-regular expression — a sixth of the runtime's CPU in a drain, where the
-batched writes pass their rows as arrays (tests/test_queries.py holds every
-file to it).
+Python never assembles SQL from pieces; parameters use psycopg's `%(name)s`.
 """
 
 from __future__ import annotations

@@ -1,2 +1,2 @@
 DELETE FROM audit_outbox
-WHERE id = ANY(%(ids)b::bigint[])
+WHERE id = ANY(%(ids)s::bigint[])

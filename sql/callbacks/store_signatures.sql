@@ -3,6 +3,6 @@
 -- A row that already has one keeps it (signed once, never re-signed).
 UPDATE movement_callback_outbox AS o
 SET callback_signature = s.signature
-FROM unnest(%(ids)b::bigint[], %(signatures)b::text[]) AS s (id, signature)
+FROM unnest(%(ids)s::bigint[], %(signatures)s::text[]) AS s (id, signature)
 WHERE o.id = s.id
   AND o.callback_signature IS NULL

@@ -7,5 +7,5 @@ UPDATE ccip_send_intents SET
     block_number = coalesce(%(block_number)s, block_number),
     dest_tx_hash = coalesce(%(dest_tx_hash)s, dest_tx_hash),
     state_detail = coalesce(%(state_detail)s, state_detail)
-WHERE id = %(id)s AND state = ANY(%(from_states)b::text[])
+WHERE id = %(id)s AND state = ANY(%(from_states)s::text[])
 RETURNING id

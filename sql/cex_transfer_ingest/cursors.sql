@@ -5,5 +5,5 @@ SELECT v.venue,
        LEAST(c.since, (SELECT min(t.occurred_at) FROM cex_transfers t
                        WHERE t.venue = v.venue AND t.status = 'pending')) AS since,
        now() AS now
-FROM unnest(%(venues)b::text[]) AS v(venue)
+FROM unnest(%(venues)s::text[]) AS v(venue)
 LEFT JOIN cex_ingest_cursors c ON c.venue = v.venue

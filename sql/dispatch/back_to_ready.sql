@@ -19,6 +19,6 @@ SET node_state = 'READY',
     dispatch_not_before = CASE WHEN %(wait_seconds)s > 0
                                THEN clock_timestamp() + make_interval(secs => %(wait_seconds)s)
                           END
-WHERE n.id = ANY(%(node_ids)b::uuid[])
+WHERE n.id = ANY(%(node_ids)s::uuid[])
   AND (n.node_state = 'SUBMITTING') IS TRUE
 RETURNING n.id

@@ -21,6 +21,6 @@ CROSS JOIN LATERAL (
 WHERE n.node_state = 'READY'
   AND n.node_kind IS DISTINCT FROM 'manual'  -- spelled as migrations/0019's index
   AND n.dispatch_not_before IS NULL  -- waiting out a transient fault
-  AND NOT (n.request_id = ANY(%(tried)b::uuid[]))
+  AND NOT (n.request_id = ANY(%(tried)s::uuid[]))
 ORDER BY n.request_created_at, n.request_id, n.id
 LIMIT %(limit)s

@@ -14,7 +14,7 @@
 -- ids are walked: id order, as before.
 SELECT n.id, n.in_state_seconds
 FROM (SELECT want.id, want.attempt_no
-      FROM unnest(%(node_ids)b::uuid[], %(attempt_nos)b::integer[]) AS want(id, attempt_no)
+      FROM unnest(%(node_ids)s::uuid[], %(attempt_nos)s::integer[]) AS want(id, attempt_no)
       ORDER BY want.id) AS want
 CROSS JOIN LATERAL (
     SELECT n.id,

@@ -7,6 +7,6 @@ SET node_state = 'SUBMITTED',
     next_observe_at = now(),
     provider_refs = n.provider_refs || s.provider_refs,
     artifacts = n.artifacts || s.artifacts
-FROM unnest(%(node_ids)b::uuid[], %(provider_refs)b::jsonb[], %(artifacts)b::jsonb[])
+FROM unnest(%(node_ids)s::uuid[], %(provider_refs)s::jsonb[], %(artifacts)s::jsonb[])
      AS s (node_id, provider_refs, artifacts)
 WHERE n.id = s.node_id

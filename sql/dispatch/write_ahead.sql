@@ -20,8 +20,8 @@ SET node_state = 'SUBMITTING',
     dispatch_not_before = NULL,  -- a transient wait (issue 24 item 5) ends here
     transient_since = NULL,
     transient_tries = 0
-FROM unnest(%(node_ids)b::uuid[], %(attempt_nos)b::integer[],
-            %(idempotency_keys)b::text[], %(prepared_actions)b::jsonb[])
+FROM unnest(%(node_ids)s::uuid[], %(attempt_nos)s::integer[],
+            %(idempotency_keys)s::text[], %(prepared_actions)s::jsonb[])
      AS w (node_id, attempt_no, idempotency_key, prepared_action)
 WHERE n.id = w.node_id
   AND (n.node_state = 'READY') IS TRUE

@@ -2,4 +2,4 @@
 UPDATE executors
 SET registered = false
 WHERE registered
-  AND NOT (executor_key = ANY(%(keys)b::text[]))
+  AND NOT (executor_key = ANY(%(keys)s::text[]))

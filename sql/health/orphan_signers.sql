@@ -5,5 +5,5 @@ UPDATE signers
 SET registered = false,
     observed_signer_address = NULL,
     observed_at = NULL
-WHERE NOT (signer_key = ANY(%(keys)b::text[]))
+WHERE NOT (signer_key = ANY(%(keys)s::text[]))
   AND (registered OR observed_signer_address IS NOT NULL)

@@ -6,7 +6,7 @@ INSERT INTO worker_heartbeats AS h
      interval_seconds, started_at, updated_at)
 SELECT %(network_class)s, w.name, %(instance_id)s, %(host)s, %(pid)s, w.grp, 'starting',
        w.interval_seconds, now(), now()
-FROM unnest(%(names)b::text[], %(groups)b::text[], %(intervals)b::double precision[])
+FROM unnest(%(names)s::text[], %(groups)s::text[], %(intervals)s::double precision[])
      AS w(name, grp, interval_seconds)
 ON CONFLICT (network_class, worker_name, instance_id) DO UPDATE
 SET worker_group = EXCLUDED.worker_group,

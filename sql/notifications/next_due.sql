@@ -12,7 +12,7 @@ SELECT least(
                 + make_interval(secs => %(window_seconds)s),
                 now()))
      FROM (SELECT DISTINCT route FROM notification_deliveries
-           WHERE message_id IS NULL AND route = ANY(%(routes)b::text[])) AS h),
+           WHERE message_id IS NULL AND route = ANY(%(routes)s::text[])) AS h),
     (SELECT CASE WHEN EXISTS (SELECT 1 FROM notifications WHERE routed_at IS NULL)
                  THEN now() END)
 ) AS due

@@ -18,7 +18,7 @@
 -- locked in the order the sorted ids are walked: id order, as before.
 SELECT n.id
 FROM (SELECT leased.id, leased.attempt_no
-      FROM unnest(%(node_ids)b::uuid[], %(attempts)b::int[]) AS leased(id, attempt_no)
+      FROM unnest(%(node_ids)s::uuid[], %(attempts)s::int[]) AS leased(id, attempt_no)
       ORDER BY leased.id) AS leased
 CROSS JOIN LATERAL (
     SELECT n.id

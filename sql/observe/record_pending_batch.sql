@@ -34,8 +34,8 @@ SET node_state = 'OBSERVING',
     error_detail = o.error_detail,
     provider_refs = n.provider_refs || o.provider_refs,
     artifacts = n.artifacts || o.artifacts
-FROM unnest(%(node_ids)b::uuid[], %(attempts)b::int[], %(intervals)b::float8[],
-            %(details)b::text[], %(refs)b::jsonb[], %(artifacts)b::jsonb[])
+FROM unnest(%(node_ids)s::uuid[], %(attempts)s::int[], %(intervals)s::float8[],
+            %(details)s::text[], %(refs)s::jsonb[], %(artifacts)s::jsonb[])
      AS o(id, attempt_no, interval_seconds, error_detail, provider_refs, artifacts)
 WHERE n.id = o.id
   -- the node's other tests wrapped in IS TRUE: only its primary key can serve
@@ -46,7 +46,7 @@ WHERE n.id = o.id
        AND n.request_id = ANY(ARRAY(
            SELECT r.id
            FROM (SELECT DISTINCT wanted.id
-                 FROM unnest(%(request_ids)b::uuid[]) AS wanted(id)
+                 FROM unnest(%(request_ids)s::uuid[]) AS wanted(id)
                  ORDER BY wanted.id) AS wanted
            CROSS JOIN LATERAL (
                SELECT r.id

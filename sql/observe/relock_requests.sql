@@ -24,7 +24,7 @@ SELECT r.id AS request_id, r.request_state, r.compiled_plan_hash,
        movement_templates.template_key, template_versions.version AS template_version,
        template_versions.risk_controls
 FROM (SELECT DISTINCT wanted.id
-      FROM unnest(%(request_ids)b::uuid[]) AS wanted(id)
+      FROM unnest(%(request_ids)s::uuid[]) AS wanted(id)
       ORDER BY wanted.id) AS wanted
 CROSS JOIN LATERAL (
     SELECT r.id, r.request_state, r.compiled_plan_hash, r.intent, r.input_params,

@@ -5,4 +5,4 @@
 UPDATE movement_request_nodes
 SET observe_lease = %(lease)s,
     next_observe_at = now() + make_interval(secs => %(lease_seconds)s)
-WHERE id = ANY(%(node_ids)b::uuid[])
+WHERE id = ANY(%(node_ids)s::uuid[])

@@ -9,6 +9,6 @@ SET node_state = 'COMPLETED',
     error_detail = NULL,
     provider_refs = n.provider_refs || c.provider_refs,
     artifacts = n.artifacts || c.artifacts
-FROM unnest(%(node_ids)b::uuid[], %(provider_refs)b::jsonb[], %(artifacts)b::jsonb[])
+FROM unnest(%(node_ids)s::uuid[], %(provider_refs)s::jsonb[], %(artifacts)s::jsonb[])
      AS c(id, provider_refs, artifacts)
 WHERE n.id = c.id

@@ -20,7 +20,7 @@ SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state,
        p.id AS plan_node_id, p.executor_key, p.config, p.timeout_policy, p.position,
        p.predecessor_keys, p.successor_keys
 FROM (SELECT DISTINCT wanted.id
-      FROM unnest(coalesce(%(request_ids)b::uuid[],
+      FROM unnest(coalesce(%(request_ids)s::uuid[],
                            nullif(current_setting('qtg.claimed_requests', true), '')::uuid[]))
            AS wanted(id)) AS wanted
 CROSS JOIN LATERAL (

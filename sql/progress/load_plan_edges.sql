@@ -5,7 +5,7 @@
 -- from before a burst, the planner seq-scanned movement_requests for a batch
 -- of 64 ids.
 SELECT r.id AS request_id, f.node_key AS from_key, t.node_key AS to_key
-FROM (SELECT DISTINCT wanted.id FROM unnest(%(request_ids)b::uuid[]) AS wanted(id)) AS wanted
+FROM (SELECT DISTINCT wanted.id FROM unnest(%(request_ids)s::uuid[]) AS wanted(id)) AS wanted
 CROSS JOIN LATERAL (
     SELECT r.id, r.template_version_id
     FROM movement_requests r

@@ -10,7 +10,7 @@
 SELECT r.id, r.request_state, r.compiled_plan_hash, r.intent, r.input_params,
        r.current_frontier, r.template_version_id, r.created_at,
        t.template_key, v.version AS template_version, v.risk_controls
-FROM (SELECT DISTINCT wanted.id FROM unnest(%(request_ids)b::uuid[]) AS wanted(id)) AS wanted
+FROM (SELECT DISTINCT wanted.id FROM unnest(%(request_ids)s::uuid[]) AS wanted(id)) AS wanted
 CROSS JOIN LATERAL (
     SELECT r.*
     FROM movement_requests r

@@ -4,7 +4,7 @@
 -- so that stale statistics cannot bring a state index into it.
 UPDATE movement_request_nodes n
 SET node_state = 'READY'
-FROM unnest(%(request_ids)b::uuid[], %(node_keys)b::text[]) AS r(request_id, node_key)
+FROM unnest(%(request_ids)s::uuid[], %(node_keys)s::text[]) AS r(request_id, node_key)
 WHERE n.request_id = r.request_id
   AND n.node_key = r.node_key
   AND (n.node_state = 'BLOCKED') IS TRUE

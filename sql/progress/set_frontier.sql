@@ -9,7 +9,7 @@ FROM (SELECT u.id,
              ARRAY(SELECT k.node_key
                    FROM jsonb_array_elements_text(u.frontier) WITH ORDINALITY AS k(node_key, i)
                    ORDER BY k.i) AS frontier
-      FROM unnest(%(request_ids)b::uuid[], %(frontiers)b::jsonb[]) AS u(id, frontier)) f
+      FROM unnest(%(request_ids)s::uuid[], %(frontiers)s::jsonb[]) AS u(id, frontier)) f
 WHERE r.id = f.id
-  AND r.id = ANY(ARRAY(SELECT unnest(%(request_ids)b::uuid[])))
+  AND r.id = ANY(ARRAY(SELECT unnest(%(request_ids)s::uuid[])))
   AND r.current_frontier IS DISTINCT FROM f.frontier

@@ -3,7 +3,7 @@
 UPDATE movement_request_nodes n
 SET node_state = e.node_state, error_code = e.error_code, error_detail = e.error_detail,
     next_observe_at = NULL
-FROM unnest(%(node_ids)b::uuid[], %(node_states)b::text[], %(error_codes)b::text[],
-            %(error_details)b::text[])
+FROM unnest(%(node_ids)s::uuid[], %(node_states)s::text[], %(error_codes)s::text[],
+            %(error_details)s::text[])
      AS e(id, node_state, error_code, error_detail)
 WHERE n.id = e.id

@@ -8,6 +8,6 @@
 -- of tens, seq-scans movement_requests into a hash join.
 UPDATE movement_requests r
 SET request_state = s.request_state
-FROM unnest(%(request_ids)b::uuid[], %(request_states)b::text[]) AS s(id, request_state)
+FROM unnest(%(request_ids)s::uuid[], %(request_states)s::text[]) AS s(id, request_state)
 WHERE r.id = s.id
-  AND r.id = ANY(ARRAY(SELECT unnest(%(request_ids)b::uuid[])))
+  AND r.id = ANY(ARRAY(SELECT unnest(%(request_ids)s::uuid[])))

@@ -3,6 +3,6 @@ SELECT id, request_id, node_key, event_type, from_state, to_state, payload, crea
 FROM movement_events
 WHERE id > %(after)s AND id <= %(upto)s
   AND (%(request_id)s::uuid IS NULL OR request_id = %(request_id)s::uuid)
-  AND (%(types)b::text[] IS NULL OR event_type = ANY(%(types)b::text[]))
+  AND (%(types)s::text[] IS NULL OR event_type = ANY(%(types)s::text[]))
 ORDER BY id
 LIMIT %(limit)s

@@ -33,7 +33,7 @@ WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING')
                  OR (n.node_state = 'SUBMITTING'
                      AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s)))
                 AND CASE WHEN %(lane_pattern)s::text IS NULL
-                         THEN NOT (n.action_type LIKE ANY(%(named_patterns)b::text[]))
+                         THEN NOT (n.action_type LIKE ANY(%(named_patterns)s::text[]))
                          ELSE n.action_type LIKE %(lane_pattern)s::text
                     END, false)
 ORDER BY n.updated_at ASC

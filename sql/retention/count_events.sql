@@ -6,7 +6,7 @@ WHERE e.id < %(bound_id)s
   AND EXISTS (
       SELECT 1 FROM movement_requests r
       WHERE r.id = e.request_id
-        AND r.request_state = ANY(%(states)b::text[])
+        AND r.request_state = ANY(%(states)s::text[])
         AND coalesce(r.state_entered_at, r.updated_at)
             < now() - make_interval(secs => %(older_than_seconds)s))
   AND NOT EXISTS (SELECT 1 FROM movement_callback_outbox c WHERE c.event_id = e.id)

@@ -18,7 +18,7 @@ WITH doomed AS (
         SELECT r.id
         FROM movement_requests r
         WHERE r.id = e.request_id
-          AND (r.request_state = ANY(%(states)b::text[])) IS TRUE
+          AND (r.request_state = ANY(%(states)s::text[])) IS TRUE
           AND (coalesce(r.state_entered_at, r.updated_at)
                < now() - make_interval(secs => %(older_than_seconds)s)) IS TRUE
         OFFSET 0

@@ -3,5 +3,5 @@
 UPDATE sandbox_submissions
 SET observe_count = observe_count + 1,
     updated_at = now()
-WHERE idempotency_key = ANY(%(idempotency_keys)b::text[])
+WHERE idempotency_key = ANY(%(idempotency_keys)s::text[])
 RETURNING *

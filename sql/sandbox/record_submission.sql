@@ -8,9 +8,9 @@ INSERT INTO sandbox_submissions AS s (
     payload_hash, signature, provider_refs, artifacts
 )
 SELECT * FROM unnest(
-    %(idempotency_keys)b::text[], %(request_ids)b::text[], %(request_node_ids)b::text[],
-    %(attempt_nos)b::integer[], %(action_types)b::text[], %(payload_hashes)b::text[],
-    %(signatures)b::text[], %(provider_refs)b::jsonb[], %(artifacts)b::jsonb[]
+    %(idempotency_keys)s::text[], %(request_ids)s::text[], %(request_node_ids)s::text[],
+    %(attempt_nos)s::integer[], %(action_types)s::text[], %(payload_hashes)s::text[],
+    %(signatures)s::text[], %(provider_refs)s::jsonb[], %(artifacts)s::jsonb[]
 ) AS submitted
 ORDER BY 1
 ON CONFLICT (idempotency_key) DO UPDATE
