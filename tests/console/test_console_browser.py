@@ -9,6 +9,7 @@ the stream announces it. Screenshots of the main pages go to screenshots/.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -237,9 +238,16 @@ def test_reject_asks_first_and_sends_the_reason(chromium, runtime: Runtime) -> N
     bob.click("#act-reject")
     expect(bob.locator("#action-ok")).to_be_visible()
     expect(bob.locator("h1")).to_have_attribute("data-state", "REJECTED")
+    # The audit trail is promoted from its outbox by the runtime's audit worker,
+    # after the reject's own commit: wait for the fact, with a deadline.
+    deadline = time.monotonic() + EXPECT_MS / 1000
     with runtime.client("vic") as vic:
-        audit = vic.get("/v3/audit-events", params={"object_id": rid}).json()["items"]
-    rejected = [e for e in audit if e["action"] == "movement.rejected"]
+        while True:
+            audit = vic.get("/v3/audit-events", params={"object_id": rid}).json()["items"]
+            rejected = [e for e in audit if e["action"] == "movement.rejected"]
+            if rejected or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     assert rejected and rejected[0]["actor"] == "bob", audit
     assert rejected[0]["detail"].get("reason") == "wrong destination", rejected
 
