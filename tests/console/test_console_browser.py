@@ -9,11 +9,11 @@ the stream announces it. Screenshots of the main pages go to screenshots/.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
 from playwright.sync_api import Page, expect
+from runtime.rt_procs import wait_until
 
 from .conftest import EXPECT_MS, PEOPLE, Runtime, screenshot
 
@@ -240,15 +240,14 @@ def test_reject_asks_first_and_sends_the_reason(chromium, runtime: Runtime) -> N
     expect(bob.locator("h1")).to_have_attribute("data-state", "REJECTED")
     # The audit trail is promoted from its outbox by the runtime's audit worker,
     # after the reject's own commit: wait for the fact, with a deadline.
-    deadline = time.monotonic() + EXPECT_MS / 1000
     with runtime.client("vic") as vic:
-        while True:
+
+        def rejected_facts() -> list[dict]:
             audit = vic.get("/v3/audit-events", params={"object_id": rid}).json()["items"]
-            rejected = [e for e in audit if e["action"] == "movement.rejected"]
-            if rejected or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-    assert rejected and rejected[0]["actor"] == "bob", audit
+            return [e for e in audit if e["action"] == "movement.rejected"]
+
+        rejected = wait_until(rejected_facts, EXPECT_MS / 1000, "the movement.rejected audit fact")
+    assert rejected[0]["actor"] == "bob", rejected
     assert rejected[0]["detail"].get("reason") == "wrong destination", rejected
 
 
