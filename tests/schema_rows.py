@@ -8,14 +8,17 @@ allowed transitions, so no trigger is ever bypassed.
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from qtg.db.migrate import MIGRATIONS_ROOT
 from qtg.domain.states import NODE_TRANSITIONS, REQUEST_TRANSITIONS
 
 INSERT_TEMPLATE = """
@@ -149,3 +152,14 @@ def walk_node_to(conn: psycopg.Connection[Any], node_id: uuid.UUID, state: str) 
 def walk_request_to(conn: psycopg.Connection[Any], request_id: uuid.UUID, state: str) -> None:
     for step in path(REQUEST_TRANSITIONS, "PENDING_APPROVAL", state):
         set_request_state(conn, request_id, step)
+
+
+def migrations_before(tmp_path: Path, version: str) -> Path:
+    """A copy of migrations/ without `version` and those after it: a database
+    migrated from it is one from before `version`, to test that migration's backfill."""
+    root = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS_ROOT, root)
+    for later in root.glob("*.sql"):
+        if later.name >= version:
+            later.unlink()
+    return root

@@ -259,11 +259,7 @@ def test_0017_backfills_request_created_at_without_touching_the_nodes(
     the backfill is not a change of the node (updated_at stays as it was)."""
     import schema_rows as rows
 
-    root = _copy_migrations(tmp_path)
-    for later in root.glob("*.sql"):  # 0017 and those built on it
-        if later.name >= "0017":
-            later.unlink()
-    migrate(empty_dsn, root=root)
+    migrate(empty_dsn, root=rows.migrations_before(tmp_path, "0017"))
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         p = rows.plan(conn)
         nodes = [rows.node(conn, p, rows.request(conn, p)) for _ in range(3)]

@@ -10,15 +10,15 @@ that existed before the migration.
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import schema_rows as rows
 
 from qtg.db import Database
-from qtg.db.migrate import MIGRATIONS_ROOT, migrate
+from qtg.db.migrate import migrate
 from qtg.services.templates import create_template
 
 Conn = psycopg.Connection[Any]
@@ -123,41 +123,29 @@ async def test_hand_edits_of_edges_and_nodes_are_followed(db: Database, dsn: str
 
 
 def test_versions_from_before_the_migration_are_filled_in(empty_dsn: str, tmp_path: Path) -> None:
-    root = tmp_path / "migrations"
-    shutil.copytree(MIGRATIONS_ROOT, root)
-    for later in root.glob("*.sql"):
-        if later.name >= "0029":
-            later.unlink()
-    migrate(empty_dsn, root=root)
+    migrate(empty_dsn, root=rows.migrations_before(tmp_path, "0029"))
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        template = conn.execute(
-            "INSERT INTO movement_templates (template_key, name) VALUES ('old', 'Old') RETURNING id"
-        ).fetchone()
-        assert template is not None
-        version = conn.execute(
-            "INSERT INTO template_versions (template_id, version, graph, graph_hash, created_by)"
-            " VALUES (%s, 1, '{}', 'h', 'x') RETURNING id",
-            (template[0],),
-        ).fetchone()
-        assert version is not None
-        ids = {}
-        for position, key in enumerate(("first", "second", "third")):
-            row = conn.execute(
+        plan = rows.plan(conn)  # one node, "step", at position 0
+        ids = {"step": plan.plan_node_id}
+        for position, key in ((1, "second"), (2, "third")):
+            ids[key] = rows.one(
+                conn,
                 "INSERT INTO plan_nodes (template_version_id, node_key, node_kind, action_type,"
-                " position) VALUES (%s, %s, 'action', 'cex_withdrawal', %s) RETURNING id",
-                (version[0], key, position),
-            ).fetchone()
-            assert row is not None
-            ids[key] = row[0]
-        for a, b in (("first", "second"), ("first", "third"), ("second", "third")):
-            conn.execute("INSERT INTO plan_edges VALUES (%s, %s, %s)", (version[0], ids[a], ids[b]))
+                " position) VALUES (%(version)s, %(key)s, 'action', 'cex_withdrawal', %(position)s)"
+                " RETURNING id",
+                {"version": plan.version_id, "key": key, "position": position},
+            )
+        for a, b in (("step", "second"), ("step", "third"), ("second", "third")):
+            conn.execute(
+                "INSERT INTO plan_edges VALUES (%s, %s, %s)", (plan.version_id, ids[a], ids[b])
+            )
     assert migrate(empty_dsn)[0].startswith("0029_")
     with psycopg.connect(empty_dsn) as conn:
         stored = {row[1]: (row[2], row[3]) for row in _stored(conn)}
         assert stored == {
-            "first": ([], ["second", "third"]),
-            "second": (["first"], ["third"]),
-            "third": (["first", "second"], []),
+            "step": ([], ["second", "third"]),
+            "second": (["step"], ["third"]),
+            "third": (["step", "second"], []),
         }
         assert _stored(conn) == _live(conn)
 
