@@ -16,8 +16,10 @@ import psycopg
 import pytest
 import schema_rows as rows
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from qtg.db import CHANNELS
+from qtg.services.observe import SQL as OBSERVE_SQL
 
 MARKER = "qtg_test_marker"
 Conn = psycopg.Connection[Any]
@@ -179,6 +181,58 @@ def test_one_statement_over_many_rows_wakes_each_channel_its_rows_ask_for(
         "qtg_recover",
         "qtg_events",
     }
+
+
+def test_observation_writes_queue_no_after_trigger(writer: Conn, plan: rows.Plan) -> None:
+    # Migration 0030: the lease and "still pending" writes of an observation
+    # wake nobody and record no event, so the trigger's WHEN clause keeps them
+    # from being queued at all; a change of state still runs the function.
+    request_id = rows.request(writer, plan)
+    rows.walk_request_to(writer, request_id, "EXECUTING")
+    node_id = rows.node(writer, plan, request_id)
+    rows.walk_node_to(writer, node_id, "SUBMITTED")
+    attempt = rows.one(
+        writer, "SELECT attempt_no FROM movement_request_nodes WHERE id = %(id)s", {"id": node_id}
+    )
+
+    def observe_still_pending() -> list[Any]:
+        """One observation's two writes, as the observer makes them."""
+        lease = uuid.uuid4()
+        writer.execute(
+            OBSERVE_SQL.take_lease.text,
+            {"lease": lease, "lease_seconds": 30, "node_ids": [node_id]},
+        )
+        return writer.execute(
+            OBSERVE_SQL.record_pending_batch.text,
+            {
+                "lease": lease,
+                "request_ids": [request_id],
+                "node_ids": [node_id],
+                "attempts": [attempt],
+                "intervals": [10.0],
+                "details": ["still pending"],
+                "refs": [Jsonb({})],
+                "artifacts": [Jsonb({})],
+            },
+        ).fetchall()
+
+    with writer.transaction():
+        writer.execute("SET LOCAL track_functions = 'pl'")
+        assert observe_still_pending() == [(node_id,)]  # SUBMITTED -> OBSERVING
+        assert _calls(writer, "qtg_after_node_change") == 1
+        assert observe_still_pending() == [(node_id,)]  # already OBSERVING
+        assert _calls(writer, "qtg_after_node_change") == 1
+
+
+def _calls(conn: Conn, function: str) -> int:
+    """How often this transaction has called `function` (with track_functions on)."""
+    return int(
+        rows.one(
+            conn,
+            "SELECT coalesce(pg_stat_get_xact_function_calls(%(f)s::regproc), 0)",
+            {"f": function},
+        )
+    )
 
 
 def test_request_changes_fire_their_channels(watch: Watch, writer: Conn, plan: rows.Plan) -> None:
