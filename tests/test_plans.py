@@ -130,6 +130,8 @@ PARAMS_ATTENTION: dict[str, Any] = {**PARAMS, "attention_seconds": 900.0}
 ATTENTION_BOUND_MS = 400.0
 
 NODES = "movement_request_nodes"
+#: The nodes of a request (request_id, node_key): the only index by request (migration 0031).
+NODES_BY_REQUEST = "movement_request_nodes_request_id_node_key_key"
 TRANSFERS = "capital_transfer_requests"
 OUTBOX = "movement_callback_outbox"
 #: query -> (the table it walks, the indexes through which it may reach it)
@@ -244,7 +246,7 @@ def test_the_attention_sweep_walks_undecided_nodes_on_stale_statistics(burst_dsn
         relation, kind = scan.get("Relation Name"), scan["Node Type"]
         if relation == NODES and kind != "Index Scan":
             # the in-flight sibling test: three rows of one request
-            assert scan["Plans"][0]["Index Name"] == "movement_request_nodes_request", scan
+            assert scan["Plans"][0]["Index Name"] == NODES_BY_REQUEST, scan
         elif relation == "movement_requests" and kind != "ModifyTable":
             index = scan.get("Index Name") or scan["Plans"][0]["Index Name"]
             assert index == "movement_requests_pkey", (kind, index)
@@ -271,7 +273,7 @@ def test_the_transient_wait_page_walks_the_waiting_nodes_on_stale_statistics(
     for scan in scans:
         relation, kind = scan.get("Relation Name"), scan["Node Type"]
         if relation == NODES and kind != "Index Scan":
-            assert scan["Plans"][0]["Index Name"] == "movement_request_nodes_request", scan
+            assert scan["Plans"][0]["Index Name"] == NODES_BY_REQUEST, scan
         elif relation == "movement_requests" and kind != "ModifyTable":
             index = scan.get("Index Name") or scan["Plans"][0]["Index Name"]
             assert index == "movement_requests_pkey", (kind, index)
@@ -322,11 +324,11 @@ BY_KEY: dict[str, set[str]] = {
     # every claim's snapshot (qtg.services.progress)
     "progress/load_request": {REQUESTS_PKEY},
     "progress/load_plan_edges": {REQUESTS_PKEY},
-    "progress/load_nodes": {"movement_request_nodes_request"},
+    "progress/load_nodes": {NODES_BY_REQUEST},
     # the outcomes' writes, one statement per kind for a batch (qtg.db.deferred)
     "progress/complete_node": {NODES_PKEY},
     "progress/set_node_error": {NODES_PKEY},
-    "progress/release_nodes": {"movement_request_nodes_request_id_node_key_key"},
+    "progress/release_nodes": {NODES_BY_REQUEST},
     "progress/set_frontier": {REQUESTS_PKEY},
     "progress/set_request_state": {REQUESTS_PKEY},
 }
@@ -467,6 +469,19 @@ def test_each_batch_statement_probes_its_keys_on_stale_statistics(
         assert explained["Plan"]["Actual Rows"] == BATCH
     bound = WRITE_BOUND_MS if query in WRITES else BOUND_MS
     assert explained["Execution Time"] < bound, (query, explained["Execution Time"])
+
+
+def test_the_batch_claims_lease_probes_the_ids_the_claim_recorded(burst_dsn: str) -> None:
+    """The observer's lease goes in the claim's pipeline with node_ids NULL: it
+    reads the claimed ids from the claim's qtg.claimed_nodes, and reaches each
+    by primary key on stale statistics, as with the ids passed in."""
+    params = {**PARAMS, "lease": uuid.uuid4(), "node_ids": None}
+    explained = _explain(burst_dsn, "observe/take_lease", params, ("observe/claim_batch",))
+    scans = list(_scans(explained["Plan"]))
+    assert {s["Index Name"] for s in scans if "Index Name" in s} == {NODES_PKEY}, scans
+    [found] = [s for s in scans if s["Node Type"] in ("Index Scan", "Bitmap Heap Scan")]
+    assert found["Actual Rows"] == PARAMS["limit"]  # every claimed node, nothing else
+    assert explained["Execution Time"] < BOUND_MS, explained["Execution Time"]
 
 
 #: The sidecars' claims and due-time queries on their growing tables (audit
