@@ -138,6 +138,26 @@ async def test_fetch_each_runs_statements_in_order_in_the_transaction(db: Databa
     assert [r["n"] for r in await db.fetch(ROWS)] == [1]
 
 
+async def test_fetch_each_can_end_the_transaction_with_its_commit(db: Database) -> None:
+    """`fetch_each(commit=True)`: the COMMIT goes in the statements' pipeline; the
+    transaction is committed before the block ends, and nothing may follow it."""
+    await db.execute(CREATE)
+    async with db.transaction() as tx:
+        tx.defer(INSERT, {"n": 1})
+        [rows, _] = await tx.fetch_each((ROWS, None), (INSERT, {"n": 2}), commit=True)
+        assert rows == [{"n": 1}]
+        assert [r["n"] for r in await db.fetch(ROWS)] == [1, 2]  # seen from another connection
+        with pytest.raises(RuntimeError):
+            await tx.fetch(ROWS)
+        with pytest.raises(RuntimeError):
+            tx.defer(INSERT, {"n": 3})
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        async with db.transaction() as tx:
+            await tx.fetch_each((INSERT, {"n": 4}), (BAD, None), commit=True)
+    assert [r["n"] for r in await db.fetch(ROWS)] == [1, 2]  # the failed one: nothing
+    assert db.stats()["pool_available"] == db.stats()["pool_size"]
+
+
 async def test_a_claim_miss_rolls_back_only_its_savepoint(db: Database) -> None:
     await db.execute(CREATE)
     async with db.transaction() as tx:

@@ -412,7 +412,7 @@ class Tx:
     commit of a transaction of deferred writes only): see the module docstring.
     """
 
-    __slots__ = ("_before", "_begun", "_conn", "_db", "_pending", "_savepoints")
+    __slots__ = ("_before", "_begun", "_committed", "_conn", "_db", "_pending", "_savepoints")
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -421,9 +421,11 @@ class Tx:
         self._pending = Deferred()
         self._before: list[tuple[Query, Params]] = []
         self._savepoints = itertools.count(1)
+        self._committed = False  # by fetch_each(commit=True): nothing may follow
 
     def defer(self, query: Query, params: Params = None) -> None:
         """Queue a write to be sent with the next statement or the commit."""
+        self._check_open()
         self._pending.statement(query, params)
 
     def defer_row(
@@ -433,6 +435,7 @@ class Tx:
         a list, one element per row), sent like `defer`'s writes: the rows of one
         query go out as one statement where no write of the same `unit` lies
         between them and no row is written twice (qtg.db.deferred)."""
+        self._check_open()
         self._pending.row(query, row, unit=unit, row_id=row_id)
 
     def defer_before(self, query: Query, params: Params = None) -> None:
@@ -449,6 +452,7 @@ class Tx:
     async def _run(self, text: str, params: Params = None) -> AsyncIterator[Any]:
         """Run one statement of the transaction; its cursor. The BEGIN (first
         statement) and the writes deferred so far go in the same round trip."""
+        self._check_open()
         if self._conn is None:
             self._conn = await self._db.getconn()
         conn = self._conn
@@ -499,13 +503,22 @@ class Tx:
             return None
         return next(iter(row.values()))
 
-    async def fetch_each(self, *statements: tuple[Query, Params]) -> list[list[dict[str, Any]]]:
+    async def fetch_each(
+        self, *statements: tuple[Query, Params], commit: bool = False
+    ) -> list[list[dict[str, Any]]]:
         """Run `statements` in ONE round trip (one pipeline, with the BEGIN and
         the writes deferred so far); the rows of each, in order. Each is still
         a statement of its own — its own snapshot, taken when the one before
         it has finished — so a later one sees the earlier ones' effects (a
         lock taken, a transaction-local setting written). A failing statement
-        raises, and the ones after it were not executed."""
+        raises, and the ones after it were not executed.
+
+        `commit`: the COMMIT goes in the same pipeline, after the statements —
+        a whole transaction in one round trip (the observer's claim and lease).
+        It is then over: another statement or deferred write raises
+        RuntimeError; the block's end only gives the connection back. A failed
+        COMMIT raises here, and the block's end rolls back."""
+        self._check_open()
         if self._conn is None:
             self._conn = await self._db.getconn()
         conn = self._conn
@@ -516,12 +529,21 @@ class Tx:
                     await self._send_queued(conn)
                     for cur, (query, params) in zip(cursors, statements, strict=True):
                         await cur.execute(query.text, params)  # type: ignore[arg-type]
+                    if commit:
+                        async with conn.cursor() as cur:
+                            await cur.execute(_COMMIT)
             except psycopg.errors.ReadOnlySqlTransaction as exc:
                 raise _read_only_refused(conn, exc) from exc
+            if commit:
+                self._committed, self._begun = True, False
             return [await cur.fetchall() if _has_rows(cur) else [] for cur in cursors]
         finally:
             for cur in cursors:
                 await cur.close()
+
+    def _check_open(self) -> None:
+        if self._committed:
+            raise RuntimeError("the transaction was committed by fetch_each(commit=True)")
 
     async def claim(self, query: Query, params: Params = None) -> dict[str, Any] | None:
         """Run a claim query under a savepoint: on a miss roll the savepoint back,

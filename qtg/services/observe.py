@@ -32,7 +32,7 @@ With batch claims off, the reference's two phases: an unlocked snapshot of up
 to MG_NODE_OBSERVE_BATCH_SIZE due ids, then each node claimed under a miss-only
 savepoint and taken through the three steps on its own.
 
-Both paths share everything after the claim: `_lease` (step 1's stamp),
+Both paths share everything after the claim: `_lease_params` (step 1's stamp),
 `_observe_leased` (steps 2 and 3), `_look` (the provider call, no writes) and
 `_record` / `_pending_params` (the writes).
 """
@@ -154,13 +154,18 @@ async def observe_batch(ctx: ServiceContext, on_full: Callable[[], None] | None 
     every outcome whose lease still holds in one short transaction. `on_full`
     is called once the claim has committed, if it took a whole batch."""
     limit = ctx.settings.node_observe_batch_size
+    token = uuid.uuid4()
     async with ctx.db.transaction() as tx:
-        # BEGIN, the claim and the load of its requests' nodes: one round trip;
-        # the lease goes with the COMMIT: a second
+        # BEGIN, the claim, the load of its requests' nodes, the lease of the
+        # claimed nodes (their ids from the claim's qtg.claimed_nodes) and the
+        # COMMIT: one round trip
         rows, snaps = await progress.claim_with_nodes(
-            tx, SQL.claim_batch, {"limit": limit, "network_class": ctx.settings.network_class}
+            tx,
+            SQL.claim_batch,
+            {"limit": limit, "network_class": ctx.settings.network_class},
+            commit_with=(SQL.take_lease, _lease_params(ctx, token, None)),
         )
-        lease = _lease(ctx, tx, rows, snaps)
+    lease = _leased(token, rows, snaps)
     if on_full is not None and len(rows) >= limit:
         on_full()
     # committed: the rows are unlocked, and leased to this pass
@@ -204,8 +209,9 @@ async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:
         if row is None:
             return 0
         snaps = await progress.load_snapshots(tx, [row["request_id"]])
-        lease = _lease(ctx, tx, [row], snaps)
-    await _observe_leased(ctx, lease)
+        token = uuid.uuid4()
+        tx.defer(SQL.take_lease, _lease_params(ctx, token, [row["id"]]))
+    await _observe_leased(ctx, _leased(token, [row], snaps))
     return 1
 
 
@@ -229,25 +235,28 @@ class Lease:
     claimed_at: float
 
 
-def _lease(
-    ctx: ServiceContext, tx: Tx, rows: list[dict[str, Any]], snaps: dict[Any, progress.Snapshot]
+def _lease_params(
+    ctx: ServiceContext, token: uuid.UUID, node_ids: list[Any] | None
+) -> dict[str, Any]:
+    """sql/observe/take_lease.sql's parameters: stamp the claimed nodes (`node_ids`,
+    or None: those the batch claim recorded) with `token` and a next_observe_at
+    past the observation. Written in the claim's transaction, which holds the
+    rows: no wait."""
+    return {
+        "lease": token,
+        "lease_seconds": ctx.settings.node_observe_lease_seconds,
+        "node_ids": node_ids,
+    }
+
+
+def _leased(
+    token: uuid.UUID, rows: list[dict[str, Any]], snaps: dict[Any, progress.Snapshot]
 ) -> Lease:
-    """Stamp the claimed rows with a new token and a next_observe_at past the
-    observation, sent with the claim's commit (the rows are held: no wait)."""
-    token = uuid.uuid4()
+    """The Lease of the claimed `rows`, each with its request's snapshot and its own row."""
     claimed = [
         Claimed(row, snaps[row["request_id"]], snaps[row["request_id"]].node_by_id(row["id"]))
         for row in rows
     ]
-    if rows:
-        tx.defer(
-            SQL.take_lease,
-            {
-                "lease": token,
-                "lease_seconds": ctx.settings.node_observe_lease_seconds,
-                "node_ids": [row["id"] for row in rows],
-            },
-        )
     return Lease(token, claimed, trio.current_time())
 
 

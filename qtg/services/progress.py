@@ -114,15 +114,26 @@ async def snapshots_from_claim(
 
 
 async def claim_with_nodes(
-    tx: Tx, claim: Query, params: Mapping[str, Any]
+    tx: Tx,
+    claim: Query,
+    params: Mapping[str, Any],
+    *,
+    commit_with: tuple[Query, Mapping[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[Any, Snapshot]]:
     """Run a batch claim that records its request ids in the transaction-local
     setting qtg.claimed_requests (sql/dispatch/claim_batch.sql,
     sql/observe/claim_batch.sql) and the node load of those requests in ONE
     round trip (issue 29 item 5); the claimed rows and their snapshots. The
     load is the next statement of the pipeline, so its snapshot is taken after
-    the claim's locks, as when it was sent alone."""
-    rows, nodes = await tx.fetch_each((claim, params), (SQL.load_nodes, {"request_ids": None}))
+    the claim's locks, as when it was sent alone.
+
+    `commit_with`: a write that needs nothing from Python (the observer's lease,
+    which reads the claimed ids from a setting of the claim), sent after the
+    load with the COMMIT in the same round trip: the transaction ends here."""
+    statements = [(claim, params), (SQL.load_nodes, {"request_ids": None})]
+    if commit_with is not None:
+        statements.append(commit_with)
+    rows, nodes, *_ = await tx.fetch_each(*statements, commit=commit_with is not None)
     return rows, await snapshots_from_claim(tx, rows, nodes)
 
 

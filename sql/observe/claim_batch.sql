@@ -39,11 +39,16 @@
 -- (sql/progress/load_nodes.sql with request_ids NULL) travels in this claim's
 -- pipeline — one round trip, not two (progress.claim_with_nodes; the
 -- dispatch claim does the same, and sql/dispatch/claim_batch.sql says why
--- the nodes cannot be read by this statement itself). The window over no
--- ORDER BY adds no sort: rows keep the walk's order.
+-- the nodes cannot be read by this statement itself). claimed_nodes: the
+-- claimed node ids, in the setting qtg.claimed_nodes for the lease
+-- (sql/observe/take_lease.sql with node_ids NULL), which then goes in the same
+-- pipeline with the COMMIT: the whole claim transaction is one round trip. The
+-- windows over no ORDER BY add no sort: rows keep the walk's order.
 SELECT c.*,
        set_config('qtg.claimed_requests', (array_agg(c.request_id) OVER ())::text, true)
-           AS claimed_requests
+           AS claimed_requests,
+       set_config('qtg.claimed_nodes', (array_agg(c.id) OVER ())::text, true)
+           AS claimed_nodes
 FROM (
 SELECT n.id, n.request_id, now() AS db_now,
        r.request_state, r.compiled_plan_hash,
