@@ -318,6 +318,7 @@ BY_KEY: dict[str, set[str]] = {
     "node_attention/lock_request": {REQUESTS_PKEY},
     # the dispatcher's batch writes
     "dispatch/write_ahead": {NODES_PKEY},
+    "dispatch/start_observing": {NODES_PKEY},
     "dispatch/lock_submitting": {NODES_PKEY},
     "dispatch/back_to_ready": {NODES_PKEY},
     "dispatch/record_submitted": {NODES_PKEY},
@@ -340,6 +341,7 @@ BY_KEY: dict[str, set[str]] = {
 #: is measured after write_ahead, in its transaction).
 WRITES = {
     "dispatch/write_ahead",
+    "dispatch/start_observing",
     "dispatch/back_to_ready",
     "dispatch/record_submitted",
     "observe/take_lease",

@@ -547,7 +547,12 @@ async def _prepare(
         return None
 
     if node["node_kind"] == "observe":
-        tx.defer(SQL.start_observing, {"node_id": node["id"], "attempt_no": context.attempt_no})
+        tx.defer_row(
+            SQL.start_observing,
+            {"node_ids": node["id"], "attempt_nos": context.attempt_no},
+            unit=snap.request["id"],
+            row_id=node["id"],
+        )
         return None
 
     violation = risk_control_violation(snap.request["risk_controls"], snap.request["intent"])

@@ -114,3 +114,34 @@ async def test_a_fan_out_releases_its_successors_and_keeps_the_frontier_order(
     assert [(e["event_type"], e["to_state"]) for e in sorted(written, key=lambda e: e["id"])] == [
         ("node_state_changed", "COMPLETED")
     ] * 2 + [("node_state_changed", "READY")] * 6 + [("frontier_advanced", None)] * 2
+
+
+async def test_a_dispatch_batch_starts_its_observe_nodes_in_one_statement(
+    svc: ServiceContext,
+) -> None:
+    # An observe node has no side effect: the dispatcher moves it straight to
+    # OBSERVING (sql/dispatch/start_observing.sql), one row of one statement for
+    # the whole batch, after each movement's own move to EXECUTING.
+    await template(svc, "watch_only", WATCH, [])
+    ids = await _observing(svc, "watch_only", 3)
+
+    started = {("request_state_changed", "EXECUTING"), ("node_state_changed", "OBSERVING")}
+    events: list[dict[str, Any]] = []
+    for rid in ids:
+        mine = [
+            e
+            for e in await svc.db.fetch(Q["events"], {"rid": rid})
+            if (e["event_type"], e["to_state"]) in started
+        ]
+        # each movement's own writes in their order: request, then node
+        assert [(e["event_type"], e["to_state"]) for e in mine] == [
+            ("request_state_changed", "EXECUTING"),
+            ("node_state_changed", "OBSERVING"),
+        ]
+        events.extend(mine)
+    assert len({e["xact_id"] for e in events}) == 1  # one dispatch batch
+    # one statement per kind: every request moved before any node started
+    by_id = sorted(events, key=lambda e: e["id"])
+    assert [e["event_type"] for e in by_id] == ["request_state_changed"] * 3 + [
+        "node_state_changed"
+    ] * 3
