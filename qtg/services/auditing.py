@@ -25,7 +25,10 @@ async def record_audit(
     object_id: object,
     detail: Mapping[str, Any] | None = None,
 ) -> None:
-    await tx.execute(
+    """Queue the audit row; it is sent with the transaction's next statement or
+    its commit (no round trip of its own), and an error in it rolls back the
+    whole transaction all the same."""
+    tx.defer(
         SQL.record,
         {
             "actor": actor,

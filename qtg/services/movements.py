@@ -118,11 +118,15 @@ def _request_uuid(request_id: object) -> uuid.UUID:
 
 
 async def _movement(tx: Tx, request_id: uuid.UUID) -> dict[str, Any]:
-    row = await tx.fetchrow(SQL.get_request, {"request_id": request_id})
-    if row is None:
+    params = {"request_id": request_id}
+    # one round trip: the three reads are independent
+    rows, nodes, edges = await tx.fetch_each(
+        (SQL.get_request, params), (SQL.list_nodes, params), (SQL.list_edges, params)
+    )
+    if not rows:
         raise NotFound(f"movement {request_id} not found", detail={"request_id": str(request_id)})
-    row["nodes"] = await tx.fetch(SQL.list_nodes, {"request_id": request_id})
-    edges = await tx.fetch(SQL.list_edges, {"request_id": request_id})
+    row = rows[0]
+    row["nodes"] = nodes
     row["edges"] = [[e["from_key"], e["to_key"]] for e in edges]
     return row
 
@@ -402,8 +406,9 @@ async def approve_movement(db: Database, request_id: object, *, actor: str) -> d
                     "expires_at": expires_at.isoformat(),
                 },
             )
-        await d.tx.execute(SQL.approve_request, {"request_id": d.row["id"], "actor": actor})
-        await d.tx.fetch(SQL.release_roots, {"request_id": d.row["id"]})
+        # sent with the snapshot's reads, in one round trip
+        d.tx.defer(SQL.approve_request, {"request_id": d.row["id"], "actor": actor})
+        d.tx.defer(SQL.release_roots, {"request_id": d.row["id"]})
         snap = await d.snapshot()
         await progress.refresh_frontier(d.tx, snap)
         await progress.settle_request_state(

@@ -66,19 +66,25 @@ async def load_snapshots(
     tx: Tx, request_ids: Sequence[object], *, plan_edges: bool = False
 ) -> dict[Any, Snapshot]:
     """`load_snapshot` for several requests in two (three with edges) statements
-    in all, not per request: a batch claim reads its whole batch at once."""
+    in all, not per request, sent in one round trip: a batch claim reads its
+    whole batch at once."""
     ids = list(dict.fromkeys(i if isinstance(i, UUID) else UUID(str(i)) for i in request_ids))
     if not ids:
         return {}
     params = {"request_ids": ids}
-    requests = {r["id"]: r for r in await tx.fetch(SQL.load_request, params)}
+    statements = [(SQL.load_request, params), (SQL.load_nodes, params)]
+    if plan_edges:
+        statements.append((SQL.load_plan_edges, params))
+    request_rows, node_rows, *edge_rows = await tx.fetch_each(*statements)
+    requests = {r["id"]: r for r in request_rows}
     missing = [i for i in ids if i not in requests]
     if missing:
         raise LookupError(f"movement request {missing[0]} not found")
     out = {i: Snapshot(requests[i], [], []) for i in ids}
-    await _load_nodes(tx, out)
-    if plan_edges:
-        for row in await tx.fetch(SQL.load_plan_edges, params):
+    for row in node_rows:
+        out[row["request_id"]].nodes.append(row)
+    for rows in edge_rows:
+        for row in rows:
             out[row["request_id"]].plan_edges.append(row)
     return out
 
