@@ -39,6 +39,14 @@ def frontier_keys(nodes: Sequence[Row]) -> list[str]:
     return [n["node_key"] for n in nodes if n["node_state"] in _ON_FRONTIER]
 
 
+def approval_releases(nodes: Sequence[Row]) -> list[str]:
+    """Keys of the nodes an approval makes READY: the BLOCKED ones with no
+    predecessor (the plan's roots), in plan order."""
+    return [
+        n["node_key"] for n in nodes if n["node_state"] == N.BLOCKED and not n["predecessor_keys"]
+    ]
+
+
 def releasable_successors(completed_key: str, nodes: Sequence[Row]) -> list[str]:
     """Successors of `completed_key` that are BLOCKED and whose predecessors are all done.
 

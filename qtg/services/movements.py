@@ -21,6 +21,7 @@ from typing import Any
 from qtg.config import Settings
 from qtg.db import Database, Jsonb, Tx, sql_family
 from qtg.domain.derive import NodeView
+from qtg.domain.execution import approval_releases, frontier_keys
 from qtg.domain.faults import completed_side_effects, four_eyes_violation
 from qtg.domain.plan import Plan, canonical_json, compile_graph, compiled_plan_hash
 from qtg.domain.states import IN_FLIGHT_NODE_STATES, NodeState, RequestState
@@ -406,14 +407,23 @@ async def approve_movement(db: Database, request_id: object, *, actor: str) -> d
                     "expires_at": expires_at.isoformat(),
                 },
             )
-        # sent with the snapshot's reads, in one round trip
-        d.tx.defer(SQL.approve_request, {"request_id": d.row["id"], "actor": actor})
-        d.tx.defer(SQL.release_roots, {"request_id": d.row["id"]})
-        snap = await d.snapshot()
-        await progress.refresh_frontier(d.tx, snap)
-        await progress.settle_request_state(
-            d.tx, snap
-        )  # only-manual frontier: WAITING_MANUAL_ACTION
+        snap = await d.snapshot()  # under the request's lock: every node BLOCKED
+        roots = approval_releases(snap.nodes)
+        for key in roots:
+            snap.node(key)["node_state"] = N.READY  # mirrored: release_roots writes them
+        frontier = frontier_keys(snap.nodes)
+        # The request's state and frontier in one UPDATE, then its roots READY:
+        # events request APPROVED, frontier_advanced, each root READY. Deferred:
+        # sent with the movement's read in finish(), in one round trip.
+        d.tx.defer(
+            SQL.approve_request,
+            {"request_id": d.row["id"], "actor": actor, "frontier": frontier},
+        )
+        d.tx.defer(SQL.release_roots, {"request_id": d.row["id"], "node_keys": roots})
+        snap.request["request_state"] = R.APPROVED
+        snap.request["current_frontier"] = frontier
+        # only-manual frontier: WAITING_MANUAL_ACTION
+        await progress.settle_request_state(d.tx, snap)
         return await d.finish("approved")
 
 

@@ -1,6 +1,8 @@
--- Approval: nodes with no predecessor become READY.
+-- Approval: the nodes with no predecessor become READY — named by the caller
+-- (qtg.domain.execution.approval_releases: BLOCKED, no predecessor key), each
+-- reached by the request's (request_id, node_key) index.
 UPDATE movement_request_nodes n
 SET node_state = 'READY'
 WHERE n.request_id = %(request_id)s
+  AND n.node_key = ANY(%(node_keys)s::text[])
   AND n.node_state = 'BLOCKED'
-  AND NOT EXISTS (SELECT 1 FROM plan_edges e WHERE e.to_node_id = n.plan_node_id)

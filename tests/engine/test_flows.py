@@ -172,6 +172,31 @@ async def test_manual_node_waits_for_an_operator(svc: ServiceContext) -> None:
     assert confirm["provider_refs"] == {"completed_by": "dora"}
 
 
+async def test_an_approval_moves_the_request_then_releases_its_roots(svc: ServiceContext) -> None:
+    # One transaction: the request APPROVED with its first frontier (one UPDATE
+    # of the request), then each root READY; the join waits.
+    await template(
+        svc,
+        "two_roots",
+        [node("a", "cex_withdrawal"), node("b", "cex_withdrawal"), node("join", "cex_withdrawal")],
+        [["a", "join"], ["b", "join"]],
+    )
+    m = await movement(svc, "two_roots")
+    assert m["request_state"] == "APPROVED"
+    assert m["current_frontier"] == ["a", "b"]
+    assert states(m) == {"a": "READY", "b": "READY", "join": "BLOCKED"}
+    events = await svc.db.fetch(Q["events"], {"rid": m["id"]})
+    approval = [e for e in events if e["event_type"] != "request_created"]
+    assert [(e["event_type"], e["node_key"], e["to_state"]) for e in approval] == [
+        ("request_state_changed", None, "APPROVED"),
+        ("frontier_advanced", None, None),
+        ("node_state_changed", "a", "READY"),
+        ("node_state_changed", "b", "READY"),
+    ]
+    assert approval[1]["payload"] == {"frontier": ["a", "b"]}
+    assert len({e["xact_id"] for e in approval}) == 1
+
+
 async def test_manual_only_frontier_waits_right_after_approval(svc: ServiceContext) -> None:
     await template(svc, "gate", [node("gate", "manual_release", "manual")], [])
     m = await movement(svc, "gate")
