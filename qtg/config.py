@@ -151,7 +151,9 @@ class Settings:
     node_dispatch_concurrency: int = setting("MG_NODE_DISPATCH_CONCURRENCY", 1, minimum=1)
     # node_observer's fallback interval.
     node_observe_interval_seconds: float = interval("MG_NODE_OBSERVE_INTERVAL_SECONDS", 5.0)
-    # Due nodes one observer pass claims.
+    # Due nodes one observer claim takes (the reference's 10). Thousands of nodes
+    # waiting through bursts of approvals want more: with 10,000 at a 10 s interval
+    # on 2 cores, 32 kept up where 10 fell behind (docs/operations/deployment.md).
     node_observe_batch_size: int = count("MG_NODE_OBSERVE_BATCH_SIZE", 10)
     # Observer batches one runtime keeps in flight at once: each
     # claims MG_NODE_OBSERVE_BATCH_SIZE nodes, asks the providers and writes the
