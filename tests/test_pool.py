@@ -151,6 +151,8 @@ async def test_fetch_each_can_end_the_transaction_with_its_commit(db: Database) 
             await tx.fetch(ROWS)
         with pytest.raises(RuntimeError):
             tx.defer(INSERT, {"n": 3})
+        with pytest.raises(RuntimeError):
+            tx.defer_before(INSERT, {"n": 3})
     with pytest.raises(psycopg.errors.NotNullViolation):
         async with db.transaction() as tx:
             await tx.fetch_each((INSERT, {"n": 4}), (BAD, None), commit=True)

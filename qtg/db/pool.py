@@ -444,6 +444,7 @@ class Tx:
         (BEGIN, the write, COMMIT, then this transaction's BEGIN, in one
         pipeline). Only before the first statement. Its failure raises where
         the BEGIN is sent, and nothing after it in that pipeline runs."""
+        self._check_open()
         if self._begun:
             raise RuntimeError("defer_before() after the transaction began")
         self._before.append((query, params))

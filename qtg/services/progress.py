@@ -81,8 +81,7 @@ async def load_snapshots(
     if missing:
         raise LookupError(f"movement request {missing[0]} not found")
     out = {i: Snapshot(requests[i], [], []) for i in ids}
-    for row in node_rows:
-        out[row["request_id"]].nodes.append(row)
+    _attach_nodes(out, node_rows)
     for rows in edge_rows:
         for row in rows:
             out[row["request_id"]].plan_edges.append(row)
@@ -109,13 +108,9 @@ async def snapshots_from_claim(
     now): only the nodes are read, in one statement — or taken from `nodes`,
     when the caller read them with the claim (`claim_with_nodes`)."""
     out = _claimed_snapshots(rows)
-    if nodes is None:
-        await _load_nodes(tx, out)
-    else:
-        for row in nodes:
-            snap = out.get(row["request_id"])
-            if snap is not None:
-                snap.nodes.append(row)
+    if nodes is None and out:
+        nodes = await tx.fetch(SQL.load_nodes, {"request_ids": list(out)})
+    _attach_nodes(out, nodes or [])
     return out
 
 
@@ -155,10 +150,13 @@ def _claimed_snapshots(rows: Sequence[Mapping[str, Any]]) -> dict[Any, Snapshot]
     return out
 
 
-async def _load_nodes(tx: Tx, snaps: dict[Any, Snapshot]) -> None:
-    if snaps:
-        for row in await tx.fetch(SQL.load_nodes, {"request_ids": list(snaps)}):
-            snaps[row["request_id"]].nodes.append(row)
+def _attach_nodes(snaps: dict[Any, Snapshot], nodes: Sequence[dict[str, Any]]) -> None:
+    """Append each node row (sql/progress/load_nodes.sql, in plan order) to its
+    request's snapshot."""
+    for row in nodes:
+        snap = snaps.get(row["request_id"])
+        if snap is not None:
+            snap.nodes.append(row)
 
 
 async def claim_and_read(
