@@ -26,9 +26,7 @@ such batches run side by side (issue 29 item 3: waiting work is bound by round
 trips). Step 3 writes every outcome of a batch in one transaction; when every
 node is still pending — the common case of waiting work — that is ONE statement
 (sql/observe/record_pending_batch.sql: its own lease check, the requests locked
-first, one commit) with no snapshot read — and when the lane takes another
-batch, that statement goes in the next claim's transaction instead
-(`_lane_batch`: one round trip and one commit for both). Each provider has at most
+first, one commit) with no snapshot read. Each provider has at most
 MG_NODE_OBSERVE_PROVIDER_CONCURRENCY observations in flight across the batches.
 With batch claims off, the reference's two phases: an unlocked snapshot of up
 to MG_NODE_OBSERVE_BATCH_SIZE due ids, then each node claimed under a miss-only
@@ -36,7 +34,7 @@ savepoint and taken through the three steps on its own.
 
 Both paths share everything after the claim: `_lease_params` (step 1's stamp),
 `_observe_leased` (steps 2 and 3), `_look` (the provider call, no writes) and
-`_record` / `PendingWrite` (the writes).
+`_record` / `_pending_params` (the writes).
 """
 
 from __future__ import annotations
@@ -50,7 +48,7 @@ from typing import Any
 
 import trio
 
-from qtg.db import Jsonb, Query, Tx, sql_family
+from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.execution import build_execution_context
 from qtg.domain.observe_policy import observation_timed_out, observe_interval
 from qtg.domain.refs import ConfigRefResolutionError
@@ -133,13 +131,10 @@ async def observe_batches(ctx: ServiceContext) -> int:
                 started += 1
                 nursery.start_soon(lane, nursery)
 
-        held: PendingWrite | None = None
         try:
-            for turn in range(LANE_BATCHES):
+            for _turn in range(LANE_BATCHES):
                 await ctx.give_way()
-                claimed, held = await _lane_batch(
-                    ctx, full, ahead=held, hold=turn < LANE_BATCHES - 1
-                )
+                claimed = await observe_batch(ctx, on_full=full)
                 observed += claimed
                 if claimed < size:
                     return
@@ -158,51 +153,24 @@ async def observe_batch(ctx: ServiceContext, on_full: Callable[[], None] | None 
     statement and commit; observe them side by side with no lock held; write
     every outcome whose lease still holds in one short transaction. `on_full`
     is called once the claim has committed, if it took a whole batch."""
-    claimed, _ = await _lane_batch(ctx, on_full, ahead=None, hold=False)
-    return claimed
-
-
-async def _lane_batch(
-    ctx: ServiceContext,
-    on_full: Callable[[], None] | None,
-    *,
-    ahead: PendingWrite | None,
-    hold: bool,
-) -> tuple[int, PendingWrite | None]:
-    """One batch of a lane: `observe_batch`, but the previous batch's "still
-    pending" write (`ahead`) goes first in this claim's transaction, and, when
-    `hold` and the claim took a whole batch (the lane goes on), this batch's
-    own is returned instead of sent, for the next claim to carry.
-
-    Why: waiting work is bound by round trips and commits per batch (issue 29
-    item 3). The write and the next claim are independent: the write locks its
-    requests (waiting, in id order) before the claim, which waits for nothing
-    (SKIP LOCKED), and its nodes are no longer due once it has run. So
-    together they are one round trip and one commit, not two of each. The cost:
-    a claim transaction that fails takes the write it carries with it — those
-    nodes are observed again when their lease runs out
-    (MG_NODE_OBSERVE_LEASE_SECONDS), as after an observer that died."""
     limit = ctx.settings.node_observe_batch_size
     token = uuid.uuid4()
     async with ctx.db.transaction() as tx:
-        # BEGIN, the write carried from the batch before, the claim, the load of
-        # its requests' nodes, the lease of the claimed nodes (their ids from the
-        # claim's qtg.claimed_nodes) and the COMMIT: one round trip
-        written, rows, snaps = await progress.claim_with_nodes_after(
+        # BEGIN, the claim, the load of its requests' nodes, the lease of the
+        # claimed nodes (their ids from the claim's qtg.claimed_nodes) and the
+        # COMMIT: one round trip
+        rows, snaps = await progress.claim_with_nodes(
             tx,
-            ahead.statement() if ahead is not None else None,
             SQL.claim_batch,
             {"limit": limit, "network_class": ctx.settings.network_class},
             commit_with=(SQL.take_lease, _lease_params(ctx, token, None)),
         )
-    if ahead is not None:
-        _pending_written(ctx, ahead, written)
     lease = _leased(token, rows, snaps)
-    full = len(rows) >= limit
-    if on_full is not None and full:
+    if on_full is not None and len(rows) >= limit:
         on_full()
     # committed: the rows are unlocked, and leased to this pass
-    return len(rows), await _observe_leased(ctx, lease, hold=hold and full)
+    await _observe_leased(ctx, lease)
+    return len(rows)
 
 
 @dataclass(slots=True)
@@ -310,31 +278,15 @@ class Observed:
 TIMED_OUT = "TIMED_OUT"
 
 
-@dataclass(frozen=True, slots=True)
-class PendingWrite:
-    """A batch whose every observation found its node still pending: its one
-    write, "still pending, next at T" (sql/observe/record_pending_batch.sql:
-    its own lease check, the requests locked first, no snapshot — no rule runs
-    on "still pending"), sent alone or carried by the lane's next claim."""
-
-    lease: Lease
-    pending: list[tuple[Claimed, Observed]]
-
-    def statement(self) -> tuple[Query, dict[str, Any]]:
-        return SQL.record_pending_batch, _pending_params(self.lease.token, self.pending)
-
-
-async def _observe_leased(
-    ctx: ServiceContext, lease: Lease, *, hold: bool = False
-) -> PendingWrite | None:
+async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
     """Observe the leased nodes side by side with no transaction open, then, in
     one short transaction, write the outcomes of those whose lease still holds.
     Nodes of one request share its snapshot, so each outcome's rules see the
-    ones written before it. When every node is still pending (the common case
-    of waiting work) and `hold`, the write is returned unsent (`PendingWrite`)."""
+    ones written before it."""
+    done = Done(claimed_at=lease.claimed_at)
     claimed = lease.claimed
     if not claimed:
-        return None
+        return
     found: list[Observed | None] = [None] * len(claimed)
     limit = ctx.settings.node_observe_lease_seconds / 2
 
@@ -359,37 +311,25 @@ async def _observe_leased(
         if observed is not None and observed.status == ObserveStatus.PENDING
     ]
     if len(pending) == len(claimed):
-        write = PendingWrite(lease, pending)
-        if hold:
-            return write
-        _pending_written(ctx, write, await ctx.db.fetch(*write.statement()))
-        return None
-    done = Done(claimed_at=lease.claimed_at)
-    _discarded(len(claimed), await _record_mixed(ctx, lease, found, done))
-    _committed(ctx, done)
-    return None
-
-
-def _pending_written(ctx: ServiceContext, write: PendingWrite, rows: list[dict[str, Any]]) -> None:
-    """After a PendingWrite committed (`rows`: the nodes it wrote): what follows
-    a commit, for the nodes it moved from SUBMITTED to OBSERVING."""
-    written = {r["id"] for r in rows}
-    done = Done(claimed_at=write.lease.claimed_at)
-    done.left.extend(
-        (c.row["node_state"], float(c.row["in_state_seconds"]))
-        for c, _ in write.pending
-        if c.node["id"] in written and c.row["node_state"] != N.OBSERVING
-    )
-    _discarded(len(write.lease.claimed), len(written))
-    _committed(ctx, done)
-
-
-def _discarded(observed: int, kept: int) -> None:
-    if kept < observed:
+        # The common case of waiting work: every node still in flight. One
+        # statement, its own lease check, locks and commit (no snapshot: no rule
+        # runs on "still pending").
+        rows = await ctx.db.fetch(SQL.record_pending_batch, _pending_params(lease.token, pending))
+        written = {r["id"] for r in rows}
+        done.left.extend(
+            (c.row["node_state"], float(c.row["in_state_seconds"]))
+            for c in claimed
+            if c.node["id"] in written and c.row["node_state"] != N.OBSERVING
+        )
+        kept = len(written)
+    else:
+        kept = await _record_mixed(ctx, lease, found, done)
+    if kept < len(claimed):
         log.info(
             "observations discarded: lease lost or node moved on",
-            extra={"discarded": observed - kept, "observed": observed},
+            extra={"discarded": len(claimed) - kept, "observed": len(claimed)},
         )
+    _committed(ctx, done)
 
 
 def _pending_params(

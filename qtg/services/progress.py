@@ -131,31 +131,11 @@ async def claim_with_nodes(
     `commit_with`: a write that needs nothing from Python (the observer's lease,
     which reads the claimed ids from a setting of the claim), sent after the
     load with the COMMIT in the same round trip: the transaction ends here."""
-    _, rows, snaps = await claim_with_nodes_after(tx, None, claim, params, commit_with=commit_with)
-    return rows, snaps
-
-
-async def claim_with_nodes_after(
-    tx: Tx,
-    ahead: tuple[Query, Mapping[str, Any]] | None,
-    claim: Query,
-    params: Mapping[str, Any],
-    *,
-    commit_with: tuple[Query, Mapping[str, Any]] | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[Any, Snapshot]]:
-    """`claim_with_nodes`, with the statement `ahead` (when given) first in the
-    same pipeline and transaction: its rows, the claimed rows and their
-    snapshots. The observer sends a batch's "still pending" write ahead of its
-    lane's next claim this way: one round trip and one commit for both."""
     statements = [(claim, params), (SQL.load_nodes, {"request_ids": None})]
-    if ahead is not None:
-        statements.insert(0, ahead)
     if commit_with is not None:
         statements.append(commit_with)
-    results = await tx.fetch_each(*statements, commit=commit_with is not None)
-    ahead_rows = results.pop(0) if ahead is not None else []
-    rows, nodes = results[0], results[1]
-    return ahead_rows, rows, await snapshots_from_claim(tx, rows, nodes)
+    rows, nodes, *_ = await tx.fetch_each(*statements, commit=commit_with is not None)
+    return rows, await snapshots_from_claim(tx, rows, nodes)
 
 
 def _claimed_snapshots(rows: Sequence[Mapping[str, Any]]) -> dict[Any, Snapshot]:

@@ -11,11 +11,7 @@ with no sleep: the gate opens when the expected number of calls are inside it
 - MG_NODE_OBSERVE_PROVIDER_CONCURRENCY bounds one provider's calls in flight
   across those batches (without the bound every claimed node's call is inside);
 - a batch of pending outcomes is one UPDATE that is its own lease check: a node
-  whose request left EXECUTING while it was being observed is not written;
-- when the lane takes another batch, that UPDATE goes in the next claim's
-  transaction (one round trip and commit for both), and a claim transaction
-  that fails takes it along: those nodes are observed again once their lease
-  runs out.
+  whose request left EXECUTING while it was being observed is not written.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import psycopg
 import pytest
 import trio
 
@@ -35,7 +30,7 @@ from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.observe import observe_active_nodes
 
-from .helpers import WrappedExecutor, eventually, movement, node, template
+from .helpers import WrappedExecutor, movement, node, template
 
 NODES = Query(
     "tests/lanes-nodes",
@@ -46,15 +41,6 @@ NODES = Query(
 HOLD = Query(
     "tests/lanes-hold",
     "UPDATE movement_requests SET request_state = 'MANUAL_INTERVENTION' WHERE id = %(rid)s",
-)
-LOCK = Query(
-    "tests/lanes-lock",
-    "SELECT id FROM movement_requests WHERE id = ANY(%(rids)s::uuid[]) FOR NO KEY UPDATE",
-)
-LEASE_OVER = Query(
-    "tests/lanes-lease-over",
-    "SELECT bool_and(n.next_observe_at <= now()) FROM movement_request_nodes n"
-    " WHERE n.request_id = ANY(%(rids)s::uuid[])",
 )
 
 
@@ -74,11 +60,9 @@ class CountingExecutor(WrappedExecutor):
         self.inside = 0
         self.most = 0
         self.calls = 0
-        self.requests: list[str] = []  # of each call, in call order
 
     async def observe(self, ctx: ExecutionContext) -> Any:
         self.calls += 1
-        self.requests.append(ctx.request_id)
         self.inside += 1
         self.most = max(self.most, self.inside)
         if self.inside >= self.open_at:
@@ -198,100 +182,15 @@ async def test_a_pass_with_less_than_a_batch_claims_once(
     )
     ctx, _ = counted(settings, open_at=1)
     await submitted(svc, ctx, 3)
+    claims = 0
+
+    class CountingDatabase(Database):
+        def transaction(self) -> Any:  # the observer's claims are its only transactions
+            nonlocal claims
+            claims += 1
+            return super().transaction()
+
     async with CountingDatabase(dsn, max_size=4) as db:
         counting_ctx = ServiceContext(db, settings, ctx.providers)
         assert await observe_active_nodes(counting_ctx) == 3
-    assert db.claims == 1
-
-
-class CountingDatabase(Database):
-    """Counts the observer's claim transactions and its "still pending" writes
-    sent on their own (`Database.fetch` of sql/observe/record_pending_batch.sql)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.claims = 0
-        self.pending_writes = 0
-
-    def transaction(self) -> Any:
-        self.claims += 1
-        return super().transaction()
-
-    async def fetch(self, query: Query, params: Any = None) -> list[dict[str, Any]]:
-        if query.name.endswith("record_pending_batch"):
-            self.pending_writes += 1
-        return await super().fetch(query, params)
-
-
-async def test_a_lanes_pending_write_goes_with_its_next_claim(
-    svc: ServiceContext, dsn: str, counted: Any
-) -> None:
-    settings = svc.settings.replace(
-        node_observe_batch_size=2, node_observe_concurrency=1, node_observe_provider_concurrency=4
-    )
-    ctx, _ = counted(settings, open_at=1)
-    rids = await submitted(svc, ctx, 5)
-    async with CountingDatabase(dsn, max_size=2) as db:
-        counting_ctx = ServiceContext(db, settings, ctx.providers)
-        with trio.fail_after(15):
-            assert await observe_active_nodes(counting_ctx) == 5
-    # batches of 2, 2, 1: the first two writes went with the second and third
-    # claims, the last (the lane stops after a short claim) on its own
-    assert (db.claims, db.pending_writes) == (3, 1)
-    rows = await svc.db.fetch(NODES, {"rids": rids})
-    assert [(r["node_state"], r["observe_count"], r["observe_lease"]) for r in rows] == [
-        ("OBSERVING", 1, None)
-    ] * 5
-    assert all(r["later"] for r in rows)
-
-
-async def test_a_failed_claim_takes_the_write_it_carries_and_the_lease_brings_it_back(
-    svc: ServiceContext, dsn: str, counted: Any
-) -> None:
-    settings = svc.settings.replace(
-        node_observe_batch_size=2,
-        node_observe_concurrency=1,
-        node_observe_provider_concurrency=4,
-        node_observe_lease_seconds=2.0,
-    )
-    ctx, counting = counted(settings, open_at=2, auto=False)  # the test opens the gate
-    rids = await submitted(svc, ctx, 4)
-    failed = trio.Event()
-    # the observer's statements give up after 300 ms (MG_STATEMENT_TIMEOUT_MS)
-    async with Database(dsn, max_size=2, statement_timeout_ms=300) as db:
-        observer = ServiceContext(db, settings, ctx.providers)
-
-        async def first_pass() -> None:
-            with pytest.raises(psycopg.errors.QueryCanceled):
-                await observe_active_nodes(observer)
-            failed.set()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(first_pass)
-            with trio.fail_after(10):
-                await counting.full.wait()  # the first batch is being observed
-            first = [r for r in rids if str(r) in counting.requests]
-            # an operator holds the first batch's requests: the write carried by
-            # the next claim waits for them past the observer's statement timeout
-            async with Database(dsn, max_size=1) as other, other.transaction() as tx:
-                assert len(await tx.fetch(LOCK, {"rids": first})) == 2
-                counting.gate.set()
-                with trio.fail_after(10):
-                    await failed.wait()
-        rows = {r: (await svc.db.fetch(NODES, {"rids": [r]}))[0] for r in rids}
-        # the first batch: observed, but its write rolled back with the claim
-        # that carried it — still leased, never written
-        assert all(
-            (rows[r]["observe_count"], rows[r]["observe_lease"] is not None) == (0, True)
-            for r in first
-        )
-        # the second claim rolled back too: nothing else was taken
-        rest = [r for r in rids if r not in first]
-        assert all((rows[r]["observe_count"], rows[r]["observe_lease"]) == (0, None) for r in rest)
-        # the lease runs out (2 s)...
-        await eventually(lambda: svc.db.fetchval(LEASE_OVER, {"rids": first}), deadline=10)
-        counting.gate.set()
-        with trio.fail_after(15):  # ...and the next pass observes all four
-            assert await observe_active_nodes(observer) == 4
-    rows = await svc.db.fetch(NODES, {"rids": rids})
-    assert [(r["observe_count"], r["observe_lease"]) for r in rows] == [(1, None)] * 4
+    assert claims == 1
