@@ -151,11 +151,12 @@ class Settings:
     node_dispatch_concurrency: int = setting("MG_NODE_DISPATCH_CONCURRENCY", 1, minimum=1)
     # node_observer's fallback interval.
     node_observe_interval_seconds: float = interval("MG_NODE_OBSERVE_INTERVAL_SECONDS", 5.0)
-    # Due nodes one observer claim takes: 32, not the reference's 10 — a third of
-    # the claims, leases and writes per observation. With 10,000 waiting at a 10 s
-    # interval on 2 cores, 32 kept up through a burst of approvals where 10 fell
-    # 10-30 s behind (docs/operations/deployment.md). 10, with
-    # MG_NODE_OBSERVE_BATCH_CLAIM=false, is the reference's observer.
+    # Due nodes one observer claim takes: 32, not the reference's 10 — about half the
+    # statements and commits per observation. With 10,000 waiting at a 10 s interval
+    # on 2 cores, 32 kept up through a burst of approvals where 10 fell behind (by
+    # 0.4-1.6 s after it in a fast hour, 9-30 s in a slow one;
+    # docs/operations/deployment.md). 10, with MG_NODE_OBSERVE_BATCH_CLAIM=false,
+    # is the reference's observer.
     node_observe_batch_size: int = count("MG_NODE_OBSERVE_BATCH_SIZE", 32)
     # Observer batches one runtime keeps in flight at once: each
     # claims MG_NODE_OBSERVE_BATCH_SIZE nodes, asks the providers and writes the
