@@ -123,6 +123,8 @@ PARAMS: dict[str, Any] = {
     "tried": [],
     "lease_seconds": 30.0,
     "transient_attention_seconds": 900.0,
+    "overdue_seconds": 1.0,
+    "cap": 10_000,
 }
 
 PARAMS_ATTENTION: dict[str, Any] = {**PARAMS, "attention_seconds": 900.0}
@@ -484,6 +486,39 @@ def test_the_batch_claims_lease_probes_the_ids_the_claim_recorded(burst_dsn: str
     [found] = [s for s in scans if s["Node Type"] in ("Index Scan", "Bitmap Heap Scan")]
     assert found["Actual Rows"] == PARAMS["limit"]  # every claimed node, nothing else
     assert explained["Execution Time"] < BOUND_MS, explained["Execution Time"]
+
+
+def test_the_observer_lag_read_walks_the_due_index_and_stops_at_its_cap(burst_dsn: str) -> None:
+    """The metrics endpoint's read of the observer's lag (sql/metrics/observe_lag.sql,
+    after sql/metrics/walk_only.sql in its transaction) on stale statistics,
+    with every one of the burst's OBSERVING nodes due: the due index in order,
+    each request by primary key, and no more than `cap` nodes read. Without
+    walk_only the planner reads every due node and sorts them (a cost that
+    grows with the very backlog the gauge reports)."""
+    params = {**PARAMS, "cap": 1_000}
+    for before, walks in ((("metrics/walk_only",), True), ((), False)):
+        explained = _explain(burst_dsn, "metrics/observe_lag", params, before)
+        scans = list(_scans(explained["Plan"]))
+        kinds = {s["Node Type"] for s in scans}
+        if not walks:
+            assert kinds & {"Bitmap Heap Scan", "Sort"}, kinds  # what walk_only is for
+            continue
+        assert not kinds & {"Bitmap Heap Scan", "Bitmap Index Scan", "Sort", "Seq Scan"}, kinds
+        [walk] = [s for s in scans if s.get("Relation Name") == NODES]
+        assert (walk["Node Type"], walk["Index Name"]) == (
+            "Index Scan",
+            "movement_request_nodes_observe_due",
+        )
+        # stopped near the cap, of 10,000 due (the walk passes over the nodes
+        # of the burst's requests of another class or state)
+        assert params["cap"] <= walk["Actual Rows"] < 2 * params["cap"], walk["Actual Rows"]
+        for scan in scans:
+            if scan.get("Relation Name") == "movement_requests":
+                assert (scan["Node Type"], scan["Index Name"]) == (
+                    "Index Scan",
+                    "movement_requests_pkey",
+                )
+        assert explained["Execution Time"] < BOUND_MS, explained["Execution Time"]
 
 
 #: The sidecars' claims and due-time queries on their growing tables (audit

@@ -10,9 +10,10 @@ What is measured where:
   the dispatcher and the observer from their claims' database clock (the
   state's start is movement_request_nodes.state_entered_at, migration 0016);
 - API requests: `qtg.api.app.RequestMetrics` middleware, by route *template*;
-- backlogs: read from the database at scrape time by one bounded query
-  (sql/metrics/backlog.sql), cached `BACKLOG_CACHE_SECONDS` so that many
-  scrapers cost at most one query per second per process.
+- backlogs and the observer's lag: read from the database at scrape time by
+  two bounded queries in one round trip (sql/metrics/backlog.sql,
+  sql/metrics/observe_lag.sql), cached `BACKLOG_CACHE_SECONDS` so that many
+  scrapers cost at most one read per second per process.
 
 Process-wide facts (network class, worker set, instance id) are labels of one
 info metric, `qtg_process_info`, not constant labels on every series — the
@@ -38,10 +39,19 @@ __all__ = ["CONTENT_TYPE_LATEST", "RuntimeMetrics", "WorkerMetrics"]
 
 log = logging.getLogger("qtg.services.metrics")
 
-SQL = sql_family("metrics", "backlog")
+SQL = sql_family("metrics", "backlog", "walk_only", "observe_lag")
 
 #: Many scrapers → at most one backlog query per this many seconds per process.
 BACKLOG_CACHE_SECONDS = 1.0
+
+#: An observable node counts as overdue once its observation has been due this
+#: long: the observer's own lag at 10,000 in flight is a fraction of a second
+#: (docs/benchmarks.md, Waiting work), so a node a second late is one it is
+#: not keeping up with.
+OBSERVE_OVERDUE_SECONDS = 1.0
+#: The overdue count stops here: a scrape reads at most this many index entries
+#: however far behind the observer is (the gauge then means "at least").
+OBSERVE_OVERDUE_CAP = 10_000
 
 #: Every (kind, state) the backlog query can return; reported as 0 when absent,
 #: so a drained backlog reads 0 instead of vanishing.
@@ -153,14 +163,27 @@ class RuntimeMetrics:
             ["kind", "state"],
             registry=r,
         )
+        self.observe_overdue = Gauge(
+            "qtg_observe_overdue_nodes",
+            "Observable nodes of this network class whose observation has been due for "
+            f"over {OBSERVE_OVERDUE_SECONDS:g} s at scrape time (counted up to "
+            f"{OBSERVE_OVERDUE_CAP:,}): the observer is not keeping up",
+            registry=r,
+        )
+        self.observe_lag = Gauge(
+            "qtg_observe_lag_seconds",
+            "How long the longest-due observation of this network class has been due "
+            "at scrape time (0 when none is due)",
+            registry=r,
+        )
         self.backlog_queries = Counter(
             "qtg_metrics_backlog_queries",
-            "Backlog queries this process ran for scrapes (at most one per second)",
+            "Backlog reads this process ran for scrapes (at most one per second)",
             registry=r,
         )
         self.backlog_errors = Counter(
             "qtg_metrics_backlog_errors",
-            "Backlog queries that failed (the previous values are kept)",
+            "Backlog reads that failed (the previous values are kept)",
             registry=r,
         )
         self.node_pickup_seconds = Histogram(
@@ -229,9 +252,11 @@ class RuntimeMetrics:
         return WorkerMetrics(self, name)
 
     async def refresh_backlog(self, db: Database, network_class: str) -> None:
-        """Re-read the backlogs unless read less than BACKLOG_CACHE_SECONDS ago.
+        """Re-read the backlogs and the observer's lag unless read less than
+        BACKLOG_CACHE_SECONDS ago: both queries in one round trip, the lag's
+        after sql/metrics/walk_only.sql (it says why).
 
-        The lock makes concurrent scrapes wait for the one query in flight
+        The lock makes concurrent scrapes wait for the one read in flight
         instead of each running their own.
         """
         async with self._backlog_lock:
@@ -240,7 +265,20 @@ class RuntimeMetrics:
                 return
             self.backlog_queries.inc()
             try:
-                rows = await db.fetch(SQL.backlog, {"network_class": network_class})
+                async with db.transaction() as tx:
+                    rows, _, (lag,) = await tx.fetch_each(
+                        (SQL.backlog, {"network_class": network_class}),
+                        (SQL.walk_only, None),
+                        (
+                            SQL.observe_lag,
+                            {
+                                "network_class": network_class,
+                                "overdue_seconds": OBSERVE_OVERDUE_SECONDS,
+                                "cap": OBSERVE_OVERDUE_CAP,
+                            },
+                        ),
+                        commit=True,
+                    )
             except Exception as exc:  # a scrape still answers, with the last values
                 self.backlog_errors.inc()
                 log.warning("backlog query failed", extra={"error": describe_error(exc)})
@@ -250,6 +288,8 @@ class RuntimeMetrics:
             found = {(row["kind"], row["state"]): row["total"] for row in rows}
             for kind, state in BACKLOG_SERIES:
                 self.backlog.labels(kind=kind, state=state).set(found.get((kind, state), 0))
+            self.observe_overdue.set(lag["overdue"])
+            self.observe_lag.set(max(0.0, lag["lag_seconds"]))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
