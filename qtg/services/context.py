@@ -11,6 +11,7 @@ import trio
 
 from qtg.config import Settings
 from qtg.db import Database
+from qtg.services.known_waits import KnownWaits
 from qtg.services.right_of_way import RightOfWay
 
 if TYPE_CHECKING:
@@ -38,6 +39,9 @@ class ServiceContext:
     #: The dispatcher's right of way over the observer (qtg.services.right_of_way),
     #: shared by the passes of one process.
     right_of_way: RightOfWay = field(default_factory=RightOfWay)
+    #: What the dispatcher last read of the transient waits (qtg.services.known_waits),
+    #: so that its passes release due waits only when one may be due.
+    dispatch_waits: KnownWaits = field(default_factory=KnownWaits)
 
     def provider_limit(self, key: str, limit: int) -> trio.CapacityLimiter:
         """The limiter of provider `key`, made with `limit` on first use."""

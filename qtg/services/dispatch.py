@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -145,10 +146,12 @@ async def dispatch_ready_nodes(ctx: ServiceContext) -> int:
         await release_due_waits(ctx)
         return 0  # MG_REQUIRE_SYNCHRONOUS_REPLICATION: nodes stay READY, paged
     concurrency = ctx.settings.node_dispatch_concurrency
+    release = release_may_be_due(ctx)
     if ctx.settings.node_dispatch_batch_size > 1 and concurrency == 1:
         # the release travels, committed on its own, in the claim's round trip
-        return await dispatch_batch(ctx, release_due=True)
-    await release_due_waits(ctx)
+        return await dispatch_batch(ctx, release_due=release)
+    if release:
+        await release_due_waits(ctx)
     unit = dispatch_one_node if ctx.settings.node_dispatch_batch_size == 1 else dispatch_batch
     if concurrency == 1:
         return await unit(ctx)
@@ -168,10 +171,25 @@ async def release_due_waits(ctx: ServiceContext) -> int:
     return len(await ctx.db.fetch(SQL.release_due, RELEASE_DUE_PARAMS))
 
 
+def release_may_be_due(ctx: ServiceContext) -> bool:
+    """Whether this pass must release due waits: unless the dispatcher's last
+    reading of them (`next_dispatch_due`), younger than twice its interval, says
+    none is due (qtg.services.known_waits says why, and why the bound)."""
+    return ctx.dispatch_waits.release_needed(
+        at=trio.current_time(),
+        wall=datetime.now(UTC),
+        max_age=2 * ctx.settings.node_dispatch_interval_seconds,
+    )
+
+
 async def next_dispatch_due(ctx: ServiceContext) -> Any:
     """When the earliest waiting READY node may be claimed (None: none waits), so the
-    dispatcher sleeps exactly until then, not a whole interval."""
-    return await ctx.db.fetchval(SQL.next_due, {})
+    dispatcher sleeps exactly until then, not a whole interval; kept as the
+    reading `release_may_be_due` goes by."""
+    at = trio.current_time()
+    due = await ctx.db.fetchval(SQL.next_due, {})
+    ctx.dispatch_waits.read(due, at)
+    return due
 
 
 async def dispatch_one_node(ctx: ServiceContext) -> int:
@@ -205,8 +223,9 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
     were dispatched (the batch, without the rows left out of it).
 
     Round trips up to the write-ahead commit (issue 29 item 5): two. The first
-    carries `release_due_waits`'s transaction when `release_due` (committed on
-    its own before the claim's BEGIN, as if sent alone), the BEGIN, the claim
+    carries `release_due_waits`'s transaction when `release_due` (a wait may
+    be due: `release_may_be_due`; committed on its own before the claim's
+    BEGIN, as if sent alone), the BEGIN, the claim
     and the load of the claimed requests' nodes; the second the deferred
     writes and the COMMIT.
 
@@ -620,6 +639,7 @@ async def defer(ctx: ServiceContext, tx: Tx, node: dict[str, Any], exc: RetryLat
         exc.retry_after_seconds,
         ctx.settings.node_transient_retry_max_seconds,
     )
+    ctx.dispatch_waits.forget()  # a wait the last reading did not see
     await tx.fetchrow(
         SQL.defer_node,
         {
@@ -689,6 +709,8 @@ async def _back_to_ready(
                 "releasing an unsubmitted attempt failed; the reaper reclaims it",
                 extra={"node_id": str(sub.node_id), "error": f"{type(exc).__name__}: {exc}"},
             )
+    if wait_seconds > 0:
+        ctx.dispatch_waits.forget()  # a wait the last reading did not see
     await tx.fetch(
         SQL.back_to_ready,
         {

@@ -1,6 +1,8 @@
--- Issue 24 item 5: at the start of each dispatch pass, READY nodes whose
+-- Issue 24 item 5: at the start of a dispatch pass, READY nodes whose
 -- transient wait is over go back into the claim's walk (the partial index
 -- movement_request_nodes_ready_now takes nodes with no dispatch_not_before).
+-- Only when a wait may be due, by the dispatcher's last reading of them
+-- (qtg/services/known_waits.py): not ahead of every claim.
 -- An index walk of movement_request_nodes_dispatch_waiting, stopping at its
 -- LIMIT; a row someone holds is left for the next pass. Any network class:
 -- clearing a wait is harmless, and a due row left set would keep every

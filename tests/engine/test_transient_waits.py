@@ -6,7 +6,7 @@ loop sleeps until; once the fault clears the node runs, one submission in all.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from qtg.db import Query
@@ -81,6 +81,9 @@ async def test_a_transient_fault_waits_ready_and_runs_once_it_clears(svc: Servic
 
     # due again: tried again, failed again, a longer wait (0.2 s, then 0.4 s: the cap)
     await svc.db.execute(MAKE_DUE, {"rid": m["id"]})
+    # the clock moved for the row: the loop's reading after its sleep sees it due
+    # (a pass goes by the last one: qtg.services.known_waits)
+    assert await next_dispatch_due(svc) <= datetime.now(UTC)
     assert await dispatch_ready_nodes(svc) == 1
     row = await svc.db.fetchrow(NODE, {"rid": m["id"]})
     assert row["node_state"] == "READY" and row["transient_tries"] == 2
