@@ -26,6 +26,7 @@ import psycopg
 import pytest
 
 from qtg.db import Jsonb, sql_family
+from qtg.services.metrics import backlog_reads
 
 REQUESTS = 10_000
 #: Generous: the walks run in about a millisecond; the collapsed plans took
@@ -489,15 +490,24 @@ def test_the_batch_claims_lease_probes_the_ids_the_claim_recorded(burst_dsn: str
 
 
 def test_the_observer_lag_read_walks_the_due_index_and_stops_at_its_cap(burst_dsn: str) -> None:
-    """The metrics endpoint's read of the observer's lag (sql/metrics/observe_lag.sql,
-    after sql/metrics/walk_only.sql in its transaction) on stale statistics,
-    with every one of the burst's OBSERVING nodes due: the due index in order,
-    each request by primary key, and no more than `cap` nodes read. Without
+    """The metrics endpoint's read of the observer's lag on stale statistics, as
+    `backlog_reads` sends it (sql/metrics/observe_lag.sql after the statements
+    before it in its transaction, sql/metrics/walk_only.sql among them), with
+    every one of the burst's OBSERVING nodes due: the due index in order, each
+    request by primary key, and no more than `cap` nodes read. Without
     walk_only the planner reads every due node and sorts them (a cost that
     grows with the very backlog the gauge reports)."""
-    params = {**PARAMS, "cap": 1_000}
-    for before, walks in ((("metrics/walk_only",), True), ((), False)):
-        explained = _explain(burst_dsn, "metrics/observe_lag", params, before)
+    *before, (lag_query, lag_params) = backlog_reads("default")
+    assert lag_query.name.endswith("observe_lag")
+    params = {**(lag_params or {}), "cap": 1_000}
+    for earlier, walks in ((before, True), ([], False)):
+        with psycopg.connect(burst_dsn) as conn:
+            for query, query_params in earlier:
+                conn.execute(query.text, query_params)
+            row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + lag_query.text, params)
+            out = row.fetchone()[0]  # type: ignore[index]
+            conn.rollback()
+        explained = (json.loads(out) if isinstance(out, str) else out)[0]
         scans = list(_scans(explained["Plan"]))
         kinds = {s["Node Type"] for s in scans}
         if not walks:

@@ -46,7 +46,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -176,20 +175,21 @@ def release_may_be_due(ctx: ServiceContext) -> bool:
     reading of them (`next_dispatch_due`), younger than twice its interval, says
     none is due (qtg.services.known_waits says why, and why the bound)."""
     return ctx.dispatch_waits.release_needed(
-        at=trio.current_time(),
-        wall=datetime.now(UTC),
-        max_age=2 * ctx.settings.node_dispatch_interval_seconds,
+        at=trio.current_time(), max_age=2 * ctx.settings.node_dispatch_interval_seconds
     )
 
 
 async def next_dispatch_due(ctx: ServiceContext) -> Any:
     """When the earliest waiting READY node may be claimed (None: none waits), so the
-    dispatcher sleeps exactly until then, not a whole interval; kept as the
-    reading `release_may_be_due` goes by."""
+    dispatcher sleeps exactly until then, not a whole interval; kept, as seconds
+    left by the database's clock, as the reading `release_may_be_due` goes by."""
     at = trio.current_time()
-    due = await ctx.db.fetchval(SQL.next_due, {})
-    ctx.dispatch_waits.read(due, at)
-    return due
+    row = await ctx.db.fetchrow(SQL.next_due, {})
+    if row is None:
+        ctx.dispatch_waits.read(None, at)
+        return None
+    ctx.dispatch_waits.read(row["seconds_left"], at)
+    return row["due"]
 
 
 async def dispatch_one_node(ctx: ServiceContext) -> int:

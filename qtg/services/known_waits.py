@@ -12,37 +12,42 @@ a pass releases when no reading is known, when the earliest wait it read is
 due, or when the reading is older than `max_age`.
 
 Why the age bound: a reading can miss a wait — another runtime may defer a node
-after it and then die, a wait held by someone at the reading is skipped, and
-the reading's due time is the database's clock compared with this host's. The
-age bound makes this process release such a wait no later than `max_age` after
-it is due even while it drains back to back (an idle dispatcher reads again
-after every empty pass anyway). This process's own
-waits (a deferral, a lane sent back to READY with a wait) forget the reading,
-so each pass releases until the next reading.
+after it and then die, or a wait held by someone at the reading is skipped.
+The age bound makes this process release such a wait no later than `max_age`
+after it is due even while it drains back to back (an idle dispatcher reads
+again after every empty pass anyway). This process's own waits (a deferral, a
+lane sent back to READY with a wait) forget the reading, so each pass releases
+until the next reading.
+
+The reading is kept as a deadline on this process's monotonic clock — the
+seconds the database said were left, from when it was taken — never as the
+database's timestamp against this host's wall clock: a host clock behind the
+database's would hold a due wait back by the skew, pass after pass, each empty
+pass taking a fresh reading that the age bound never sees grow old.
 """
 
 from __future__ import annotations
-
-from datetime import datetime
 
 
 class KnownWaits:
     """The last reading of the earliest transient wait, and when it was taken."""
 
     def __init__(self) -> None:
-        self._earliest: datetime | None = None
+        self._due_at: float | None = None  # monotonic seconds; None: nothing waits
         self._read_at: float | None = None  # monotonic seconds; None: nothing known
 
-    def read(self, earliest: datetime | None, at: float) -> None:
-        """`next_dispatch_due` read `earliest` (None: nothing waits) at `at`."""
-        self._earliest, self._read_at = earliest, at
+    def read(self, seconds_left: float | None, at: float) -> None:
+        """`next_dispatch_due` read at monotonic `at` that the earliest wait is due
+        in `seconds_left` by the database's clock (None: nothing waits)."""
+        self._due_at = None if seconds_left is None else at + seconds_left
+        self._read_at = at
 
     def forget(self) -> None:
         """This process made a node wait: release on every pass until the next reading."""
-        self._earliest, self._read_at = None, None
+        self._due_at, self._read_at = None, None
 
-    def release_needed(self, *, at: float, wall: datetime, max_age: float) -> bool:
-        """Whether a pass at monotonic `at` (wall clock `wall`) must release due waits."""
+    def release_needed(self, *, at: float, max_age: float) -> bool:
+        """Whether a pass at monotonic `at` must release due waits."""
         if self._read_at is None or at - self._read_at > max_age:
             return True
-        return self._earliest is not None and self._earliest <= wall
+        return self._due_at is not None and self._due_at <= at

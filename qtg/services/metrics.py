@@ -27,12 +27,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import trio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from qtg.db import Database, sql_family
+from qtg.db import Database, Query, sql_family
 from qtg.domain.redaction import describe_error
 
 __all__ = ["CONTENT_TYPE_LATEST", "RuntimeMetrics", "WorkerMetrics"]
@@ -102,6 +103,24 @@ class WorkerMetrics:
         self._errors.inc()
         self._duration.observe(seconds)
         self._in_backoff.set(1 if in_backoff else 0)
+
+
+def backlog_reads(network_class: str) -> tuple[tuple[Query, dict[str, Any] | None], ...]:
+    """The statements of one backlog read, in their order, for one transaction:
+    the backlogs, then the observer's lag after sql/metrics/walk_only.sql (which
+    holds for the rest of the transaction only; it says why)."""
+    return (
+        (SQL.backlog, {"network_class": network_class}),
+        (SQL.walk_only, None),
+        (
+            SQL.observe_lag,
+            {
+                "network_class": network_class,
+                "overdue_seconds": OBSERVE_OVERDUE_SECONDS,
+                "cap": OBSERVE_OVERDUE_CAP,
+            },
+        ),
+    )
 
 
 class RuntimeMetrics:
@@ -267,17 +286,7 @@ class RuntimeMetrics:
             try:
                 async with db.transaction() as tx:
                     rows, _, (lag,) = await tx.fetch_each(
-                        (SQL.backlog, {"network_class": network_class}),
-                        (SQL.walk_only, None),
-                        (
-                            SQL.observe_lag,
-                            {
-                                "network_class": network_class,
-                                "overdue_seconds": OBSERVE_OVERDUE_SECONDS,
-                                "cap": OBSERVE_OVERDUE_CAP,
-                            },
-                        ),
-                        commit=True,
+                        *backlog_reads(network_class), commit=True
                     )
             except Exception as exc:  # a scrape still answers, with the last values
                 self.backlog_errors.inc()

@@ -3,17 +3,22 @@
 -- more than %(overdue_seconds)s (counted up to %(cap)s, so a scrape's cost is
 -- bounded however far behind it is), and how long the longest-due one has
 -- waited (0 when none is due). A node never observed (next_observe_at NULL)
--- has been due since it entered its state.
+-- has been due since it entered its state (updated_at for rows from before
+-- migration 0016 recorded that). The walk takes those first: were there more
+-- than %(cap)s of them, older due times behind them would go uncounted — the
+-- gauge then still says "at least %(cap)s".
 --
 -- The same walk as the observer's own due-time query (sql/observe/next_due.sql):
 -- movement_request_nodes_observe_due (coalesce(next_observe_at, '-infinity'),
 -- id) in order, each node's request by primary key only (a LATERAL sub-select
 -- whose state and class tests are wrapped in IS TRUE, so no other index can
 -- serve them and stale statistics cannot turn the walk into a scan of every
--- EXECUTING request). Plain reads, no locks: a node an observer holds while it
+-- EXECUTING request). The cap counts the nodes that pass the join: due nodes
+-- of another class or of a request not EXECUTING are walked over, as by the
+-- observer's own due-time query. Plain reads, no locks: a node an observer holds while it
 -- observes has its lease's due time, in the future.
 WITH due AS (
-    SELECT coalesce(n.next_observe_at, n.state_entered_at) AS due_at
+    SELECT coalesce(n.next_observe_at, n.state_entered_at, n.updated_at) AS due_at
     FROM movement_request_nodes n
     CROSS JOIN LATERAL (
         SELECT r.id

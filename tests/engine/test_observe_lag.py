@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from qtg.db import Query
+from qtg.db import Database, Query
 from qtg.services import metrics as metrics_module
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
@@ -35,6 +35,12 @@ NEVER_OBSERVED_SINCE = Query(
     "tests/observe-lag-never-observed",
     "UPDATE movement_request_nodes SET next_observe_at = NULL,"
     " state_entered_at = now() - make_interval(secs => %(s)s) WHERE id = %(id)s",
+)
+PLANNER_SETTINGS = Query(
+    "tests/observe-lag-planner",
+    "SELECT current_setting('enable_sort') AS sort,"
+    " current_setting('enable_bitmapscan') AS bitmap,"
+    " current_setting('enable_seqscan') AS seq",
 )
 #: Stays PENDING for the test's life, next observation in 10 minutes.
 WAITING = {"observations_to_complete": 1000, "retry_after_seconds": 600}
@@ -109,3 +115,15 @@ async def test_the_overdue_count_stops_at_its_cap(
     overdue, lag = await gauges(svc)
     assert overdue == 2
     assert lag >= 12, "the longest-due node is read even when the count is capped"
+
+
+async def test_the_reads_planner_settings_end_with_its_transaction(dsn: str) -> None:
+    """walk_only's settings are transaction-local: the pool's one connection,
+    given back by the read, plans the next statement as before."""
+    db = Database(dsn, min_size=1, max_size=1)
+    await db.open()
+    try:
+        await RuntimeMetrics().refresh_backlog(db, "default")
+        assert await db.fetchrow(PLANNER_SETTINGS) == {"sort": "on", "bitmap": "on", "seq": "on"}
+    finally:
+        await db.close()
