@@ -62,6 +62,11 @@ def test_backlog_gauges_move_during_a_drain_and_worker_counters_rise(dsn, procs)
     _, watch_url = launch(procs, dsn, "--seed-demo", "--api-only")
     first = scrape(watch_url)
     assert value(first, "qtg_backlog", kind="node", state="READY") == 0
+    # the observer's lag is read with the backlogs, in the same round trip
+    for gauge in ("qtg_observe_lag_seconds", "qtg_observe_overdue_nodes"):
+        assert first[(gauge, frozenset())] == 0
+    assert value(first, "qtg_metrics_backlog_queries_total") >= 1
+    assert value(first, "qtg_metrics_backlog_errors_total") == 0
     info = [k for k in first if k[0] == "qtg_process_info"]
     assert len(info) == 1 and ("workers", "none") in info[0][1]
 
