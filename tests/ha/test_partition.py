@@ -179,6 +179,18 @@ def env_for(dsn: str) -> dict[str, str]:
     )
 
 
+def reachable_from(ns: Namespace, dsn: str) -> bool:
+    """Whether a client inside the namespace completes a connection to `dsn`."""
+    probe = f"import psycopg; psycopg.connect({dsn!r}, connect_timeout=5).close()"
+    done = subprocess.run(
+        ["ip", "netns", "exec", ns.name, sys.executable, "-c", probe],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    return done.returncode == 0
+
+
 def test_a_partitioned_runtime_loses_nothing_and_pays_nothing_twice(procs) -> None:
     count = 60
     with namespace() as ns, single_server(listen=f"127.0.0.1,{HOST_IP}", conf=SERVER_CONF) as pg:
@@ -186,6 +198,12 @@ def test_a_partitioned_runtime_loses_nothing_and_pays_nothing_twice(procs) -> No
         local = pg.dsn("qtg")
         migrate(local)
         remote = f"host={HOST_IP} port={pg.port} user=postgres dbname=qtg"
+        # the runtime refuses to start on a first connection that fails (by design):
+        # the new link must carry a whole connection first — once, in a full CI
+        # run, the server closed the namespace's first connection at start-up
+        wait_until(
+            lambda: reachable_from(ns, remote), timeout=30, what="the server from the namespace"
+        )
         cut_off = RuntimeProcess(
             ["ip", "netns", "exec", ns.name, str(BIN)],
             {**env_for(remote), "QTG_PYTHON": sys.executable},
