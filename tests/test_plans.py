@@ -124,8 +124,6 @@ PARAMS: dict[str, Any] = {
     "tried": [],
     "lease_seconds": 30.0,
     "transient_attention_seconds": 900.0,
-    "overdue_seconds": 1.0,
-    "cap": 10_000,
 }
 
 PARAMS_ATTENTION: dict[str, Any] = {**PARAMS, "attention_seconds": 900.0}
@@ -198,10 +196,19 @@ def _explain(
 ) -> dict[str, Any]:
     """EXPLAIN ANALYZE of `query`, after the statements `before` (same params) in
     the same transaction, all rolled back."""
-    text = _text(query)
+    return _explain_text(
+        dsn, _text(query), params, [(_text(earlier), params) for earlier in before]
+    )
+
+
+def _explain_text(
+    dsn: str, text: str, params: Any, before: list[tuple[str, Any]]
+) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of `text` after the statements `before` (each with its
+    params) in the same transaction, all rolled back."""
     with psycopg.connect(dsn) as conn:
-        for earlier in before:
-            conn.execute(_text(earlier), params)
+        for earlier, earlier_params in before:
+            conn.execute(earlier, earlier_params)
         row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text, params).fetchone()
         assert row is not None
         out = row[0]
@@ -500,14 +507,9 @@ def test_the_observer_lag_read_walks_the_due_index_and_stops_at_its_cap(burst_ds
     *before, (lag_query, lag_params) = backlog_reads("default")
     assert lag_query.name.endswith("observe_lag")
     params = {**(lag_params or {}), "cap": 1_000}
-    for earlier, walks in ((before, True), ([], False)):
-        with psycopg.connect(burst_dsn) as conn:
-            for query, query_params in earlier:
-                conn.execute(query.text, query_params)
-            row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + lag_query.text, params)
-            out = row.fetchone()[0]  # type: ignore[index]
-            conn.rollback()
-        explained = (json.loads(out) if isinstance(out, str) else out)[0]
+    before_texts = [(query.text, query_params) for query, query_params in before]
+    for earlier, walks in ((before_texts, True), ([], False)):
+        explained = _explain_text(burst_dsn, lag_query.text, params, earlier)
         scans = list(_scans(explained["Plan"]))
         kinds = {s["Node Type"] for s in scans}
         if not walks:

@@ -185,11 +185,8 @@ async def next_dispatch_due(ctx: ServiceContext) -> Any:
     left by the database's clock, as the reading `release_may_be_due` goes by."""
     at = trio.current_time()
     row = await ctx.db.fetchrow(SQL.next_due, {})
-    if row is None:
-        ctx.dispatch_waits.read(None, at)
-        return None
-    ctx.dispatch_waits.read(row["seconds_left"], at)
-    return row["due"]
+    ctx.dispatch_waits.read(None if row is None else row["seconds_left"], at)
+    return None if row is None else row["due"]
 
 
 async def dispatch_one_node(ctx: ServiceContext) -> int:

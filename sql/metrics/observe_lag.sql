@@ -15,8 +15,8 @@
 -- serve them and stale statistics cannot turn the walk into a scan of every
 -- EXECUTING request). The cap counts the nodes that pass the join: due nodes
 -- of another class or of a request not EXECUTING are walked over, as by the
--- observer's own due-time query. Plain reads, no locks: a node an observer holds while it
--- observes has its lease's due time, in the future.
+-- observer's own due-time query. Plain reads, no locks: a node an observer
+-- holds while it observes has its lease's due time, in the future.
 WITH due AS (
     SELECT coalesce(n.next_observe_at, n.state_entered_at, n.updated_at) AS due_at
     FROM movement_request_nodes n

@@ -35,6 +35,10 @@ Q = {
             "SELECT * FROM movement_request_nodes WHERE request_id = %(rid)s AND node_key = %(key)s"
         ),
         "request": "SELECT * FROM movement_requests WHERE id = %(rid)s",
+        "nodes_oldest_first": (
+            "SELECT n.id, n.node_state FROM movement_request_nodes n"
+            " JOIN movement_requests r ON r.id = n.request_id ORDER BY r.created_at"
+        ),
     }.items()
 }
 
@@ -48,6 +52,11 @@ def node(key: str, action_type: str, kind: str = "action", **config: Any) -> dic
     if config:
         out["config"] = config
     return out
+
+
+def with_settings(svc: ServiceContext, **changes: Any) -> ServiceContext:
+    """`svc` with some settings changed (and its own in-process state: a new context)."""
+    return ServiceContext(svc.db, svc.settings.replace(**changes), svc.providers)
 
 
 async def template(svc: ServiceContext, key: str, nodes: list, edges: list, **kw: Any) -> dict:
@@ -84,6 +93,17 @@ async def movement(
     if approver is None:
         return created
     return await approve_movement(svc.db, created["id"], actor=approver)
+
+
+async def dispatched_movements(svc: ServiceContext, key: str, n: int, **sandbox: Any) -> list[Any]:
+    """`n` approved movements of one sandbox `evm_transfer` node (its `sandbox`
+    behaviour), dispatched; their node ids, oldest movement first."""
+    await template(svc, key, [node("x", "evm_transfer", sandbox=sandbox)], [])
+    for i in range(n):
+        await movement(svc, key, key=f"{key}-{i}")
+    while await dispatch_ready_nodes(svc):
+        pass
+    return [r["id"] for r in await svc.db.fetch(Q["nodes_oldest_first"])]
 
 
 async def drive(

@@ -38,6 +38,7 @@ from .helpers import (
     node,
     states,
     template,
+    with_settings,
     write_ahead_only,
 )
 
@@ -58,10 +59,6 @@ LOCK_NODE = Query(
     "tests/faults-lock-node",
     "SELECT id FROM movement_request_nodes WHERE id = %(id)s FOR NO KEY UPDATE",
 )
-
-
-def with_settings(svc: ServiceContext, **changes: Any) -> ServiceContext:
-    return ServiceContext(svc.db, svc.settings.replace(**changes), svc.providers)
 
 
 async def node_row(svc: ServiceContext, key: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes, next_dispatch_due
 from qtg.services.known_waits import KnownWaits
 
-from .helpers import eventually, movement, node, template
+from .helpers import eventually, movement, node, template, with_settings
 from .test_transient_waits import MAKE_DUE, NODE, FlakyExecutor
 
 #: Another runtime's wait on the node, already due (the node is out of the claim's walk).
@@ -49,15 +49,10 @@ def test_the_rule() -> None:
     assert waits.release_needed(at=10.0, max_age=1.0), "this process made one wait"
 
 
-def _svc(svc: ServiceContext, interval: float) -> ServiceContext:
-    settings = svc.settings.replace(node_dispatch_interval_seconds=interval)
-    return ServiceContext(svc.db, settings, svc.providers)
-
-
 async def test_a_wait_the_reading_missed_is_released_within_its_age_bound(
     svc: ServiceContext,
 ) -> None:
-    svc = _svc(svc, INTERVAL)
+    svc = with_settings(svc, node_dispatch_interval_seconds=INTERVAL)
     await template(svc, "kw", [node("x", "evm_transfer")], [])
     m = await movement(svc, "kw")
     read_at = trio.current_time()
@@ -74,7 +69,7 @@ async def test_a_wait_the_reading_missed_is_released_within_its_age_bound(
 
 
 async def test_a_fresh_reading_of_a_due_wait_releases_it_at_once(svc: ServiceContext) -> None:
-    svc = _svc(svc, LONG_INTERVAL)
+    svc = with_settings(svc, node_dispatch_interval_seconds=LONG_INTERVAL)
     await template(svc, "kw", [node("x", "evm_transfer")], [])
     m = await movement(svc, "kw")
     await svc.db.execute(OTHERS_WAIT, {"rid": m["id"]})
@@ -87,7 +82,7 @@ async def test_this_process_own_wait_is_released_without_another_reading(
 ) -> None:
     flaky = FlakyExecutor(svc.providers.executor_for("cex_withdrawal"))
     svc.providers.add_executor(flaky)
-    svc = _svc(svc, LONG_INTERVAL)
+    svc = with_settings(svc, node_dispatch_interval_seconds=LONG_INTERVAL)
     await template(svc, "kwf", [{**node("x", "cex_withdrawal"), "executor_key": "flaky"}], [])
     m = await movement(svc, "kwf")
     assert await next_dispatch_due(svc) is None

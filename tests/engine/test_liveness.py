@@ -15,17 +15,11 @@ import trio
 from qtg.db import Query
 from qtg.runtime.loop import run_loop
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.observe import next_observe_due, observe_active_nodes
 from qtg.services.recover import next_recovery_due, recover_unknown_nodes
 
-from .helpers import eventually, movement, node, template
+from .helpers import dispatched_movements, eventually, with_settings
 
-NODES = Query(
-    "tests/liveness-nodes",
-    "SELECT n.id, n.node_state FROM movement_request_nodes n"
-    " JOIN movement_requests r ON r.id = n.request_id ORDER BY r.created_at",
-)
 STATE_OF = Query(
     "tests/liveness-state", "SELECT node_state FROM movement_request_nodes WHERE id = %(id)s"
 )
@@ -35,19 +29,6 @@ HOLD = "SELECT id FROM movement_request_nodes WHERE id = ANY(%s) FOR NO KEY UPDA
 INTERVAL = 60.0
 #: How long the loop keeps running after the due row was reached.
 WINDOW = 2.0
-
-
-def _with(svc: ServiceContext, **changes: Any) -> ServiceContext:
-    return ServiceContext(svc.db, svc.settings.replace(**changes), svc.providers)
-
-
-async def _movements(svc: ServiceContext, key: str, n: int, **sandbox: Any) -> list[Any]:
-    await template(svc, key, [node("x", "evm_transfer", sandbox=sandbox)], [])
-    for i in range(n):
-        await movement(svc, key, key=f"{key}-{i}")
-    while await dispatch_ready_nodes(svc):
-        pass
-    return [r["id"] for r in await svc.db.fetch(NODES)]
 
 
 async def _run_held(
@@ -92,11 +73,11 @@ async def _run_held(
 async def test_recovery_reaches_the_due_node_behind_held_ones_and_does_not_spin(
     svc: ServiceContext, dsn: str
 ) -> None:
-    ids = await _movements(svc, "rec", 4, fail="submit_crash_after")
+    ids = await dispatched_movements(svc, "rec", 4, fail="submit_crash_after")
     states = [await svc.db.fetchval(STATE_OF, {"id": i}) for i in ids]
     assert states == ["UNKNOWN"] * 4
     # batch 4: each arm takes one; the three longest-idle are held elsewhere
-    ctx = _with(svc, node_recovery_batch_size=4)
+    ctx = with_settings(svc, node_recovery_batch_size=4)
     passes = await _run_held(
         dsn, ids[:3], ids[3], ("SUBMITTED", "OBSERVING", "COMPLETED"), ctx,
         recover_unknown_nodes, next_recovery_due,
@@ -111,10 +92,10 @@ async def test_recovery_reaches_the_due_node_behind_held_ones_and_does_not_spin(
 async def test_observer_reaches_the_due_node_behind_held_ones_and_does_not_spin(
     svc: ServiceContext, dsn: str, batch_claim: bool
 ) -> None:
-    ids = await _movements(svc, "obs", 4)
+    ids = await dispatched_movements(svc, "obs", 4)
     states = [await svc.db.fetchval(STATE_OF, {"id": i}) for i in ids]
     assert set(states) <= {"SUBMITTED", "OBSERVING"}
-    ctx = _with(svc, node_observe_batch_size=2, node_observe_batch_claim=batch_claim)
+    ctx = with_settings(svc, node_observe_batch_size=2, node_observe_batch_claim=batch_claim)
     passes = await _run_held(
         dsn, ids[:3], ids[3], ("COMPLETED",), ctx, observe_active_nodes, next_observe_due
     )
@@ -126,7 +107,7 @@ async def test_next_due_values_load_when_a_node_has_no_due_time(
 ) -> None:
     """A node without next_observe_at / next_recover_at is due now: a value
     psycopg loads (the old queries returned '-infinity': DataError)."""
-    ids = await _movements(svc, "nul", 1, fail="submit_crash_after")
+    ids = await dispatched_movements(svc, "nul", 1, fail="submit_crash_after")
     await svc.db.execute(
         Query(
             "tests/liveness-null-due",

@@ -25,7 +25,7 @@ from qtg.services.movements import resume_movement
 from qtg.services.observe import observe_active_nodes
 from qtg.services.recover import recover_unknown_nodes
 
-from .helpers import Q, eventually, movement, node, template, write_ahead_only
+from .helpers import Q, eventually, movement, node, template, with_settings, write_ahead_only
 
 COUNT_EVENTS = Query(
     "tests/attention-events",
@@ -54,10 +54,6 @@ LOCK_NODE = Query(
     "tests/attention-lock-node",
     "SELECT id FROM movement_request_nodes WHERE id = %(nid)s FOR NO KEY UPDATE",
 )
-
-
-def with_settings(svc: ServiceContext, **changes: object) -> ServiceContext:
-    return ServiceContext(svc.db, svc.settings.replace(**changes), svc.providers)
 
 
 async def _state(svc: ServiceContext, rid: Any) -> str:

@@ -15,17 +15,11 @@ import pytest
 from qtg.db import Database, Query
 from qtg.services import metrics as metrics_module
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.metrics import RuntimeMetrics
 from qtg.services.observe import observe_active_nodes
 
-from .helpers import movement, node, template
+from .helpers import dispatched_movements
 
-NODES = Query(
-    "tests/observe-lag-nodes",
-    "SELECT n.id FROM movement_request_nodes n"
-    " JOIN movement_requests r ON r.id = n.request_id ORDER BY r.created_at",
-)
 DUE_AGO = Query(
     "tests/observe-lag-due-ago",
     "UPDATE movement_request_nodes SET next_observe_at = now() - make_interval(secs => %(s)s)"
@@ -63,13 +57,9 @@ async def caught_up(svc: ServiceContext) -> None:
 
 
 async def waiting_nodes(svc: ServiceContext, n: int) -> list[Any]:
-    await template(svc, "lag", [node("x", "evm_transfer", sandbox=WAITING)], [])
-    for i in range(n):
-        await movement(svc, "lag", key=f"lag-{i}")
-    while await dispatch_ready_nodes(svc):
-        pass
+    ids = await dispatched_movements(svc, "lag", n, **WAITING)
     await caught_up(svc)
-    return [r["id"] for r in await svc.db.fetch(NODES)]
+    return ids
 
 
 async def test_gauges_show_overdue_observations_and_fall_to_zero_once_observed(

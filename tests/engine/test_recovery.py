@@ -15,7 +15,17 @@ from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.movements import get_movement
 from qtg.services.recover import recover_unknown_nodes
 
-from .helpers import Q, drive, eventually, movement, node, states, template, write_ahead_only
+from .helpers import (
+    Q,
+    drive,
+    eventually,
+    movement,
+    node,
+    states,
+    template,
+    with_settings,
+    write_ahead_only,
+)
 
 UNKNOWN_BY_LANE = Query(
     "tests/unknown-by-lane",
@@ -28,10 +38,6 @@ NODE_STATES = Query(
     "JOIN movement_requests r ON r.id = n.request_id ORDER BY r.created_at",
 )
 LANES = ("ccip_send", "stargate_send", "cex_withdrawal", "evm_transfer")
-
-
-def with_settings(svc: ServiceContext, **changes: object) -> ServiceContext:
-    return ServiceContext(svc.db, svc.settings.replace(**changes), svc.providers)
 
 
 async def _unknown_nodes(svc: ServiceContext, per_lane: int) -> None:

@@ -16,7 +16,7 @@ from qtg.providers.base import RetryLater
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes, next_dispatch_due
 
-from .helpers import Q, WrappedExecutor, drive, movement, node, template
+from .helpers import Q, WrappedExecutor, drive, movement, node, template, with_settings
 
 NODE = Query(
     "tests/transient-node", "SELECT * FROM movement_request_nodes WHERE request_id = %(rid)s"
@@ -63,8 +63,7 @@ def test_the_backoff_doubles_from_the_hint_up_to_the_cap() -> None:
 async def test_a_transient_fault_waits_ready_and_runs_once_it_clears(svc: ServiceContext) -> None:
     flaky = FlakyExecutor(svc.providers.executor_for("cex_withdrawal"))
     svc.providers.add_executor(flaky)
-    settings = svc.settings.replace(node_transient_retry_max_seconds=0.4)
-    svc = ServiceContext(svc.db, settings, svc.providers)
+    svc = with_settings(svc, node_transient_retry_max_seconds=0.4)
     await template(svc, "flaky", [{**node("x", "cex_withdrawal"), "executor_key": "flaky"}], [])
     m = await movement(svc, "flaky")
 
