@@ -16,7 +16,10 @@ workload stay this checkout's, and each checkout runs on copies of the prepared
 databases migrated by its own migrations — so run it from the checkout with the
 fewest (the older commit). With `--peers`, PgQueuer's pickup is measured
 (and, with drains, its drain of PEER_DRAIN_JOBS no-op jobs) in each round too,
-on the same server (python -m bench --peers's method):
+on the same server (python -m bench --peers's method). With `--floor`, the
+floors' pickups too: the least a one-statement claim and a claim followed by
+its write-ahead commit can do (bench/floor.py).
+
 
     git worktree add --detach /tmp/qtg-main main && (cd /tmp/qtg-main && python3 -m venv .venv \
         && .venv/bin/pip install -q -e '.[test]')
@@ -35,7 +38,7 @@ from pathlib import Path
 
 import trio
 
-from bench import databases, latency, peers, procs, throughput
+from bench import databases, floor, latency, peers, procs, throughput
 from bench.server import PrivateServer
 
 #: No-op jobs in PgQueuer's drain (python -m bench --peers drains as many).
@@ -49,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         "--tree", action="append", default=[], help="NAME=PATH: a checkout whose runtime to run"
     )
     parser.add_argument("--peers", action="store_true", help="PgQueuer's pickup in each round")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="the two floors' pickups in each round (bench/floor.py)",
+    )
     parser.add_argument("--no-drain", action="store_true", help="pickups only")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--movements", type=int, default=2000, help="3-node movements per drain")
@@ -148,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
                         rate = await peers.measure_drain(server, "pgqueuer", jobs=PEER_DRAIN_JOBS)
                         figures["pgqueuer"]["drain jobs/s"].append(rate)
                         say(f"pgqueuer: drain {rate:.0f} jobs/s")
+                for shape in floor.SHAPES if args.floor else ():
+                    result = await peers.measure_pickup(
+                        server, shape, samples=args.pickups or 200, warmup=20
+                    )
+                    figures[shape]["pickup p50 ms"].append(result.pickup.p50)
+                    figures[shape]["pickup p99 ms"].append(result.pickup.p99)
+                    say(f"{shape}: pickup {result.pickup.p50:.2f} / {result.pickup.p99:.2f} ms")
 
         trio.run(run)
     for name, figs in figures.items():

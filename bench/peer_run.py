@@ -1,6 +1,9 @@
 """One peer job queue measured in a process of its own (asyncio: both peers are asyncio libraries).
 
     python -m bench.peer_run {pgqueuer|procrastinate} {pickup|drain} DSN COUNT [WARMUP]
+    python -m bench.peer_run {floor-claim|floor-write-ahead} pickup DSN COUNT [WARMUP]
+
+The floor-* entries are no queue: the least a pickup of each shape can do (bench/floor.py).
 
 Prints one JSON line on stdout:
 - pickup: {"pickup_ms": [...]} — COUNT samples after WARMUP, one job at a time on an idle
@@ -17,6 +20,7 @@ the drain (its default of 1 would measure one round trip per job, not the queue)
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -116,7 +120,19 @@ async def procrastinate_run(figure: str, dsn: str, count: int, warmup: int) -> d
         return {"jobs": count, "wall_s": wall, "jobs_per_s": count / wall}
 
 
-PEERS = {"pgqueuer": pgqueuer_run, "procrastinate": procrastinate_run}
+async def floor_run(shape: str, figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
+    from bench import floor
+
+    return await floor.run(shape, figure, dsn, count, warmup)
+
+
+PEERS = {
+    "pgqueuer": pgqueuer_run,
+    "procrastinate": procrastinate_run,
+    # not queues: the least a pickup of each shape can do (bench/floor.py)
+    "floor-claim": functools.partial(floor_run, "floor-claim"),
+    "floor-write-ahead": functools.partial(floor_run, "floor-write-ahead"),
+}
 
 
 def main(argv: list[str]) -> int:
