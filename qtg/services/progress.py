@@ -23,6 +23,7 @@ from qtg.domain.states import NodeState, RequestState, request_transition_allowe
 
 SQL = sql_family(
     "progress",
+    "name_requests",
     "load_request",
     "load_nodes",
     "load_plan_edges",
@@ -65,17 +66,21 @@ async def load_snapshot(tx: Tx, request_id: object, *, plan_edges: bool = False)
 async def load_snapshots(
     tx: Tx, request_ids: Sequence[object], *, plan_edges: bool = False
 ) -> dict[Any, Snapshot]:
-    """`load_snapshot` for several requests in two (three with edges) statements
+    """`load_snapshot` for several requests in three (four with edges) statements
     in all, not per request, sent in one round trip: a batch claim reads its
-    whole batch at once."""
+    whole batch at once. The first names the requests for the loads, which
+    take no parameter (sql/progress/name_requests.sql says why)."""
     ids = list(dict.fromkeys(i if isinstance(i, UUID) else UUID(str(i)) for i in request_ids))
     if not ids:
         return {}
-    params = {"request_ids": ids}
-    statements = [(SQL.load_request, params), (SQL.load_nodes, params)]
+    statements = [
+        (SQL.name_requests, {"request_ids": ids}),
+        (SQL.load_request, None),
+        (SQL.load_nodes, None),
+    ]
     if plan_edges:
-        statements.append((SQL.load_plan_edges, params))
-    request_rows, node_rows, *edge_rows = await tx.fetch_each(*statements)
+        statements.append((SQL.load_plan_edges, None))
+    _, request_rows, node_rows, *edge_rows = await tx.fetch_each(*statements)
     requests = {r["id"]: r for r in request_rows}
     missing = [i for i in ids if i not in requests]
     if missing:
@@ -105,11 +110,13 @@ async def snapshots_from_claim(
 ) -> dict[Any, Snapshot]:
     """`load_snapshots` for the rows of a batch claim that returned its requests'
     columns (and, when it returned `plan_edges`, the plan's edges as stored
-    now): only the nodes are read, in one statement — or taken from `nodes`,
+    now): only the nodes are read, in one round trip — or taken from `nodes`,
     when the caller read them with the claim (`claim_with_nodes`)."""
     out = _claimed_snapshots(rows)
     if nodes is None and out:
-        nodes = await tx.fetch(SQL.load_nodes, {"request_ids": list(out)})
+        _, nodes = await tx.fetch_each(
+            (SQL.name_requests, {"request_ids": list(out)}), (SQL.load_nodes, None)
+        )
     _attach_nodes(out, nodes or [])
     return out
 
@@ -131,7 +138,7 @@ async def claim_with_nodes(
     `commit_with`: a write that needs nothing from Python (the observer's lease,
     which reads the claimed ids from a setting of the claim), sent after the
     load with the COMMIT in the same round trip: the transaction ends here."""
-    statements = [(claim, params), (SQL.load_nodes, {"request_ids": None})]
+    statements = [(claim, params), (SQL.load_nodes, None)]
     if commit_with is not None:
         statements.append(commit_with)
     rows, nodes, *_ = await tx.fetch_each(*statements, commit=commit_with is not None)

@@ -10,9 +10,10 @@
 -- seq-scanned the whole node table: 4.4 ms on 10k in flight, on every claim,
 -- growing with the backlog.
 --
--- request_ids NULL: the requests the dispatch claim of this transaction
--- recorded in qtg.claimed_requests (sql/dispatch/claim_batch.sql), so this
--- load can travel in the claim's pipeline, before its ids are known here.
+-- The requests are the ones named in qtg.claimed_requests: by the batch claim
+-- of this transaction (sql/dispatch/claim_batch.sql, sql/observe/claim_batch.sql),
+-- so this load travels in the claim's pipeline, before its ids are known here;
+-- or by sql/progress/name_requests.sql, which says why there is no parameter.
 SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state, n.attempt_no,
        n.idempotency_key, n.started_at, n.next_observe_at, n.observe_count,
        n.provider_refs, n.artifacts, n.error_code, n.recover_attempts, n.transient_tries,
@@ -20,8 +21,7 @@ SELECT n.id, n.request_id, n.node_key, n.node_kind, n.action_type, n.node_state,
        p.id AS plan_node_id, p.executor_key, p.config, p.timeout_policy, p.position,
        p.predecessor_keys, p.successor_keys
 FROM (SELECT DISTINCT wanted.id
-      FROM unnest(coalesce(%(request_ids)s::uuid[],
-                           nullif(current_setting('qtg.claimed_requests', true), '')::uuid[]))
+      FROM unnest(nullif(current_setting('qtg.claimed_requests', true), '')::uuid[])
            AS wanted(id)) AS wanted
 CROSS JOIN LATERAL (
     SELECT n.*

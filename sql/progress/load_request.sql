@@ -1,6 +1,7 @@
 -- The requests with their template and plan version: everything an
 -- ExecutionContext needs besides the nodes. Several at once: a batch of claims
--- reads all its requests in one statement.
+-- reads all its requests in one statement. The requests are the ones named in
+-- qtg.claimed_requests (sql/progress/name_requests.sql says why no parameter).
 --
 -- One primary-key probe per id is the only plan (issue 29): the ids are made
 -- distinct first and each request is a LATERAL sub-select (OFFSET 0 keeps the
@@ -10,7 +11,9 @@
 SELECT r.id, r.request_state, r.compiled_plan_hash, r.intent, r.input_params,
        r.current_frontier, r.template_version_id, r.created_at,
        t.template_key, v.version AS template_version, v.risk_controls
-FROM (SELECT DISTINCT wanted.id FROM unnest(%(request_ids)s::uuid[]) AS wanted(id)) AS wanted
+FROM (SELECT DISTINCT wanted.id
+      FROM unnest(nullif(current_setting('qtg.claimed_requests', true), '')::uuid[])
+           AS wanted(id)) AS wanted
 CROSS JOIN LATERAL (
     SELECT r.*
     FROM movement_requests r
