@@ -7,9 +7,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 import trio
+import trio.testing
 from psycopg import pq
 
 from qtg.db import Database, Jsonb, Query
+from qtg.db.connection import ConnectionLock, TrioConnection
 from qtg.db.pool import PoolTimeout
 
 JSON = Query("t/json", "SELECT %(a)s::jsonb AS j")
@@ -299,3 +301,93 @@ async def test_statements_need_no_thread(db: Database) -> None:
                 await tx.execute(INSERT, {"n": 5})
             assert [r["n"] for r in await db.fetch(ROWS)] == [5]
         release.set()
+
+
+class _Yields(trio.abc.Instrument):
+    """Counts how often the current task gives the run loop back (each time it
+    does, trio ends one step of it)."""
+
+    def __init__(self) -> None:
+        self.task = trio.lowlevel.current_task()
+        self.count = 0
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.count += 1
+
+
+async def test_a_free_connection_lock_is_taken_without_a_scheduling_point() -> None:
+    # Issue 29: psycopg takes the connection lock around every statement, fetch
+    # and pipeline step; trio.Lock.acquire yielded to the scheduler each time.
+    lock = ConnectionLock()
+    yields = _Yields()
+    trio.lowlevel.add_instrument(yields)
+    try:
+        async with lock:
+            taken = yields.count
+        async with lock:
+            pass
+    finally:
+        trio.lowlevel.remove_instrument(yields)
+    assert taken == 0
+    assert yields.count == 0
+
+
+async def test_tasks_sharing_one_connection_take_turns(dsn: str) -> None:
+    # Contended, the lock still makes tasks wait for each other (else psycopg:
+    # "another command is already in progress"): each statement reaches the
+    # server only once the one before it has finished.
+    conn = await TrioConnection.connect(dsn, autocommit=True)
+    started: dict[int, float] = {}
+
+    async def use(n: int) -> None:
+        cur = await conn.execute(
+            "SELECT extract(epoch FROM statement_timestamp())::float8, pg_sleep(0.02)"
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        started[n] = row[0]
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for n in range(3):
+                nursery.start_soon(use, n)
+    finally:
+        await conn.close()
+    first, second, third = sorted(started.values())
+    assert first + 0.02 <= second
+    assert second + 0.02 <= third
+
+
+async def test_a_free_pool_slot_is_taken_without_a_scheduling_point(db: Database) -> None:
+    await db.fetchval(BACKEND)  # the pool is open and holds an idle connection
+    yields = _Yields()
+    trio.lowlevel.add_instrument(yields)
+    try:
+        conn = await db.getconn()
+        db.putconn(conn)
+    finally:
+        trio.lowlevel.remove_instrument(yields)
+    assert yields.count == 0
+
+
+async def test_a_freed_pool_slot_goes_to_the_task_already_waiting(dsn: str) -> None:
+    # The checkout's fast path (a free slot, no scheduling point) never takes a
+    # slot past a task that queued for it first.
+    async with Database(dsn, min_size=1, max_size=1) as one:
+        order: list[str] = []
+        held = await one.getconn()
+
+        async def queued() -> None:
+            conn = await one.getconn()
+            order.append("queued")
+            one.putconn(conn)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(queued)
+            await trio.testing.wait_all_tasks_blocked()
+            one.putconn(held)
+            conn = await one.getconn()  # freed just now, but someone was waiting
+            order.append("late")
+            one.putconn(conn)
+        assert order == ["queued", "late"]

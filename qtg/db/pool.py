@@ -247,6 +247,26 @@ class Database:
         if not self._opened:
             await self.open()
         assert self._slots is not None
+        try:
+            # A free slot is taken without a scheduling point (as a free
+            # connection lock is: qtg.db.connection.ConnectionLock); it is never
+            # taken past a waiter (acquire_nowait refuses while one is queued).
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._wait_for_slot()
+        try:
+            conn = self._take_idle()
+            if conn is None:
+                with trio.fail_after(self.connect_timeout):
+                    conn = await self._connect()
+        except BaseException:
+            self._slots.release()
+            raise
+        self._out += 1
+        return conn
+
+    async def _wait_for_slot(self) -> None:
+        assert self._slots is not None
         self._waiting += 1
         try:
             with trio.move_on_after(self.checkout_timeout) as waited:
@@ -258,16 +278,6 @@ class Database:
                 f"no database connection free within {self.checkout_timeout:g} s "
                 f"({self.max_size} in use)"
             )
-        try:
-            conn = self._take_idle()
-            if conn is None:
-                with trio.fail_after(self.connect_timeout):
-                    conn = await self._connect()
-        except BaseException:
-            self._slots.release()
-            raise
-        self._out += 1
-        return conn
 
     def _take_idle(self) -> TrioConnection | None:
         """The most recently used idle connection that is still alive (LIFO keeps
