@@ -177,9 +177,6 @@ class ConnectionLock:
     async def __aexit__(self, *exc_info: object) -> None:
         self._lock.release()
 
-    def locked(self) -> bool:
-        return self._lock.locked()
-
 
 class TrioConnection(psycopg.AsyncConnection[Any]):
     """`psycopg.AsyncConnection` whose waiting is done by trio (see module doc)."""
