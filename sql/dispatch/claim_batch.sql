@@ -34,7 +34,7 @@
 --
 -- claimed_requests: the claimed rows' request ids, also written to the
 -- transaction-local setting qtg.claimed_requests, so that the node load
--- (sql/progress/load_nodes.sql with request_ids NULL) can be sent in the same
+-- (sql/progress/load_nodes.sql, which reads it) can be sent in the same
 -- pipeline as this claim — one round trip, not two (issue 29 item 5). The
 -- nodes cannot be read here: this statement's snapshot predates its own locks,
 -- so a sibling an observer completed meanwhile would be seen in flight; the

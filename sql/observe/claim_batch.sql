@@ -36,7 +36,7 @@
 --
 -- claimed_requests: the claimed rows' request ids, also written to the
 -- transaction-local setting qtg.claimed_requests, so that the node load
--- (sql/progress/load_nodes.sql with request_ids NULL) travels in this claim's
+-- (sql/progress/load_nodes.sql, which reads it) travels in this claim's
 -- pipeline — one round trip, not two (progress.claim_with_nodes; the
 -- dispatch claim does the same, and sql/dispatch/claim_batch.sql says why
 -- the nodes cannot be read by this statement itself). claimed_nodes: the
