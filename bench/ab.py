@@ -20,7 +20,6 @@ on the same server (python -m bench --peers's method). With `--floor`, the
 floors' pickups too: the least a one-statement claim and a claim followed by
 its write-ahead commit can do (bench/floor.py).
 
-
     git worktree add --detach /tmp/qtg-main main && (cd /tmp/qtg-main && python3 -m venv .venv \
         && .venv/bin/pip install -q -e '.[test]')
     .venv/bin/python -m bench.ab --tree main=/tmp/qtg-main --tree branch=. --peers

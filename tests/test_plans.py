@@ -455,7 +455,7 @@ def test_the_snapshot_loads_are_planned_once_per_connection(
     """Issue 29: every claim's snapshot load keeps one plan per connection. With the
     request ids as an array parameter PostgreSQL planned each call anew (a custom
     plan: the cached generic one, costed for a ten-element array, always looked
-    dearer) — 130 µs of planning against 23 µs of execution per node load; the
+    dearer) — 128 µs of planning against 23 µs of execution per node load; the
     loads take no parameter, so their one generic plan is reused."""
     calls = 8
     with psycopg.connect(burst_dsn) as conn:

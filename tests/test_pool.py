@@ -391,3 +391,23 @@ async def test_a_freed_pool_slot_goes_to_the_task_already_waiting(dsn: str) -> N
             order.append("late")
             one.putconn(conn)
         assert order == ["queued", "late"]
+
+
+async def test_a_task_already_cancelled_sends_nothing(db: Database) -> None:
+    # The free-lock and free-slot fast paths still stop a cancelled task before
+    # its statement leaves (else the INSERT below commits while the caller gets
+    # Cancelled).
+    await db.execute(CREATE)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await db.execute(INSERT, {"n": 7})
+    assert scope.cancelled_caught
+    conn = await db.getconn()
+    try:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await conn.execute(INSERT.text, {"n": 8})  # stopped by the connection lock
+        assert scope.cancelled_caught
+    finally:
+        db.putconn(conn)
+    assert await db.fetch(ROWS) == []

@@ -159,8 +159,8 @@ class ConnectionLock:
     against 405 (issue 29; 2,000 transactions on this machine's PostgreSQL,
     2026-12-07). Contended, it waits on the `trio.Lock` in FIFO order, as
     before; a free lock never barges past a waiter (`acquire_nowait` refuses
-    while one is queued). Cancellation is still seen at the statement's own wait
-    for the socket (`TrioConnection.wait`).
+    while one is queued). A task already cancelled is stopped before it sends
+    anything, as before (`checkpoint_if_cancelled`, which yields only then).
     """
 
     __slots__ = ("_lock",)
@@ -169,6 +169,9 @@ class ConnectionLock:
         self._lock = trio.Lock()
 
     async def __aenter__(self) -> None:
+        # A task already cancelled stops here, before psycopg sends anything
+        # (this yields only then, as trio.Lock.acquire's own first step does).
+        await trio.lowlevel.checkpoint_if_cancelled()
         try:
             self._lock.acquire_nowait()
         except trio.WouldBlock:

@@ -247,10 +247,12 @@ class Database:
         if not self._opened:
             await self.open()
         assert self._slots is not None
+        # A free slot is taken without a scheduling point (as a free connection
+        # lock is: qtg.db.connection.ConnectionLock); never past a waiter
+        # (acquire_nowait refuses while one is queued), never by a task already
+        # cancelled (checkpoint_if_cancelled yields only then).
+        await trio.lowlevel.checkpoint_if_cancelled()
         try:
-            # A free slot is taken without a scheduling point (as a free
-            # connection lock is: qtg.db.connection.ConnectionLock); it is never
-            # taken past a waiter (acquire_nowait refuses while one is queued).
             self._slots.acquire_nowait()
         except trio.WouldBlock:
             await self._wait_for_slot()

@@ -138,6 +138,10 @@ async def claim_with_nodes(
     `commit_with`: a write that needs nothing from Python (the observer's lease,
     which reads the claimed ids from a setting of the claim), sent after the
     load with the COMMIT in the same round trip: the transaction ends here."""
+    # A claim that locks no row writes no qtg.claimed_requests: the load then
+    # reads what an earlier name_requests of this transaction named, if any —
+    # rows that no snapshot of this claim takes (_attach_nodes keeps only the
+    # claimed requests' nodes).
     statements = [(claim, params), (SQL.load_nodes, None)]
     if commit_with is not None:
         statements.append(commit_with)
