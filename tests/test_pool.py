@@ -4,6 +4,9 @@ dead connections are not handed out; pools are isolated; no thread is used."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import psycopg
 import pytest
 import trio
@@ -316,19 +319,25 @@ class _Yields(trio.abc.Instrument):
             self.count += 1
 
 
+@contextmanager
+def _counting_yields() -> Iterator[_Yields]:
+    yields = _Yields()
+    trio.lowlevel.add_instrument(yields)
+    try:
+        yield yields
+    finally:
+        trio.lowlevel.remove_instrument(yields)
+
+
 async def test_a_free_connection_lock_is_taken_without_a_scheduling_point() -> None:
     # Issue 29: psycopg takes the connection lock around every statement, fetch
     # and pipeline step; trio.Lock.acquire yielded to the scheduler each time.
     lock = ConnectionLock()
-    yields = _Yields()
-    trio.lowlevel.add_instrument(yields)
-    try:
+    with _counting_yields() as yields:
         async with lock:
             taken = yields.count
         async with lock:
             pass
-    finally:
-        trio.lowlevel.remove_instrument(yields)
     assert taken == 0
     assert yields.count == 0
 
@@ -361,13 +370,9 @@ async def test_tasks_sharing_one_connection_take_turns(dsn: str) -> None:
 
 async def test_a_free_pool_slot_is_taken_without_a_scheduling_point(db: Database) -> None:
     await db.fetchval(BACKEND)  # the pool is open and holds an idle connection
-    yields = _Yields()
-    trio.lowlevel.add_instrument(yields)
-    try:
+    with _counting_yields() as yields:
         conn = await db.getconn()
         db.putconn(conn)
-    finally:
-        trio.lowlevel.remove_instrument(yields)
     assert yields.count == 0
 
 

@@ -37,7 +37,7 @@ from psycopg._conninfo_attempts import conninfo_attempts
 from psycopg.conninfo import make_conninfo, timeout_from_conninfo
 from psycopg.waiting import Ready, Wait
 
-__all__ = ["ConnectionLock", "TrioConnection", "socket_has_data"]
+__all__ = ["ConnectionLock", "TrioConnection", "socket_has_data", "take_if_free"]
 
 _ACTIVE = pq.TransactionStatus.ACTIVE
 _CANCEL_GRACE_SECONDS = 5.0
@@ -147,6 +147,24 @@ def socket_has_data(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
     return bool(readable)
 
 
+async def take_if_free(primitive: trio.Lock | trio.Semaphore) -> bool:
+    """Take `primitive` at once if it is free, with no scheduling point; whether
+    it was taken. For what every statement takes (ConnectionLock, the pool's
+    slots), where `acquire` always yields to the run loop (issue 29).
+
+    What `acquire` guaranteed still holds: a task already cancelled is stopped
+    here (`checkpoint_if_cancelled` yields only then), before anything is sent;
+    and `acquire_nowait` refuses while a task is queued, so a free lock or slot
+    never goes past a waiter. When it returns False the caller waits its turn.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    try:
+        primitive.acquire_nowait()
+    except trio.WouldBlock:
+        return False
+    return True
+
+
 class ConnectionLock:
     """psycopg's per-connection lock (`async with conn.lock` around every
     statement, fetch and pipeline step), taken without a scheduling point when it
@@ -158,9 +176,7 @@ class ConnectionLock:
     `acquire_nowait` when free, a transaction of three statements cost 338 µs
     against 405 (issue 29; 2,000 transactions on this machine's PostgreSQL,
     2026-12-07). Contended, it waits on the `trio.Lock` in FIFO order, as
-    before; a free lock never barges past a waiter (`acquire_nowait` refuses
-    while one is queued). A task already cancelled is stopped before it sends
-    anything, as before (`checkpoint_if_cancelled`, which yields only then).
+    before (`take_if_free` says what else still holds).
     """
 
     __slots__ = ("_lock",)
@@ -169,12 +185,7 @@ class ConnectionLock:
         self._lock = trio.Lock()
 
     async def __aenter__(self) -> None:
-        # A task already cancelled stops here, before psycopg sends anything
-        # (this yields only then, as trio.Lock.acquire's own first step does).
-        await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            self._lock.acquire_nowait()
-        except trio.WouldBlock:
+        if not await take_if_free(self._lock):
             await self._lock.acquire()
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -57,7 +57,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads
 
-from qtg.db.connection import TrioConnection, socket_has_data
+from qtg.db.connection import TrioConnection, socket_has_data, take_if_free
 from qtg.db.deferred import Deferred, Params
 from qtg.db.queries import Query
 
@@ -247,14 +247,7 @@ class Database:
         if not self._opened:
             await self.open()
         assert self._slots is not None
-        # A free slot is taken without a scheduling point (as a free connection
-        # lock is: qtg.db.connection.ConnectionLock); never past a waiter
-        # (acquire_nowait refuses while one is queued), never by a task already
-        # cancelled (checkpoint_if_cancelled yields only then).
-        await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            self._slots.acquire_nowait()
-        except trio.WouldBlock:
+        if not await take_if_free(self._slots):  # a free slot: no scheduling point
             await self._wait_for_slot()
         try:
             conn = self._take_idle()
