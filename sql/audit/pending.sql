@@ -4,4 +4,6 @@
 SELECT id AS outbox_id, actor, action, object_type, object_id, detail, occurred_at
 FROM audit_outbox
 ORDER BY id ASC
-LIMIT %(limit)s
+-- The LIMIT is a sub-select, so a plan is costed alike with or without its
+-- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+LIMIT (SELECT %(limit)s::integer)

@@ -23,7 +23,9 @@ WITH due AS (
     WHERE o.status = 'pending'
       AND (o.next_attempt_at <= now()) IS TRUE
     ORDER BY o.created_at ASC, o.id ASC
-    LIMIT %(limit)s
+    -- The LIMIT is a sub-select, so a plan is costed alike with or without its
+    -- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+    LIMIT (SELECT %(limit)s::integer)
     FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE movement_callback_outbox AS o

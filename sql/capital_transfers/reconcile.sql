@@ -27,7 +27,9 @@ WITH stale AS (
       -- open transfer and sort them (see sql/recover/list_candidates.sql)
       AND coalesce(t.network_class = %(network_class)s, false)
     ORDER BY t.created_at
-    LIMIT %(limit)s
+    -- The LIMIT is a sub-select, so a plan is costed alike with or without its
+    -- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+    LIMIT (SELECT %(limit)s::integer)
     FOR UPDATE OF t SKIP LOCKED
 )
 UPDATE capital_transfer_requests AS t

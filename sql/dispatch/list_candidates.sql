@@ -23,4 +23,6 @@ WHERE n.node_state = 'READY'
   AND n.dispatch_not_before IS NULL  -- waiting out a transient fault
   AND NOT (n.request_id = ANY(%(tried)s::uuid[]))
 ORDER BY n.request_created_at, n.request_id, n.id
-LIMIT %(limit)s
+-- The LIMIT is a sub-select, so a plan is costed alike with or without its
+-- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+LIMIT (SELECT %(limit)s::integer)

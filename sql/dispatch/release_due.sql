@@ -17,7 +17,9 @@ WHERE n.id IN (
       AND w.dispatch_not_before IS NOT NULL
       AND w.dispatch_not_before <= clock_timestamp()
     ORDER BY w.dispatch_not_before
-    LIMIT %(limit)s
+    -- The LIMIT is a sub-select, so a plan is costed alike with or without its
+    -- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+    LIMIT (SELECT %(limit)s::integer)
     FOR NO KEY UPDATE SKIP LOCKED
 )
 RETURNING n.id

@@ -7,7 +7,9 @@ WITH due AS (
     WHERE status = 'pending'
       AND next_attempt_at <= now()
     ORDER BY created_at, id
-    LIMIT %(limit)s
+    -- The LIMIT is a sub-select, so a plan is costed alike with or without its
+    -- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+    LIMIT (SELECT %(limit)s::integer)
     FOR UPDATE SKIP LOCKED
 )
 UPDATE notification_messages AS m

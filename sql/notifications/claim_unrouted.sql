@@ -6,7 +6,9 @@ WITH due AS (
     FROM notifications
     WHERE routed_at IS NULL
     ORDER BY id
-    LIMIT %(limit)s
+    -- The LIMIT is a sub-select, so a plan is costed alike with or without its
+    -- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+    LIMIT (SELECT %(limit)s::integer)
     FOR UPDATE SKIP LOCKED
 )
 UPDATE notifications AS n

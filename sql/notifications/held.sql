@@ -6,5 +6,7 @@ JOIN notifications n ON n.id = d.notification_id
 WHERE d.route = %(route)s
   AND d.message_id IS NULL
 ORDER BY d.notification_id
-LIMIT %(limit)s
+-- The LIMIT is a sub-select, so a plan is costed alike with or without its
+-- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+LIMIT (SELECT %(limit)s::integer)
 FOR UPDATE OF d SKIP LOCKED

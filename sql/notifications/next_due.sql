@@ -2,6 +2,9 @@
 -- retry, or a lease running out); for a configured route with held
 -- deliveries, the moment its rate window frees a slot (now if it has one);
 -- an unrouted notification (now).
+-- The routes' array is read through a sub-select, so the plan is costed alike
+-- with and without the array and the connection keeps one (as the LIMITs of
+-- the claims: sql/dispatch/claim_batch.sql says why).
 SELECT least(
     (SELECT min(next_attempt_at) FROM notification_messages WHERE status = 'pending'),
     (SELECT min(coalesce(
@@ -12,7 +15,8 @@ SELECT least(
                 + make_interval(secs => %(window_seconds)s),
                 now()))
      FROM (SELECT DISTINCT route FROM notification_deliveries
-           WHERE message_id IS NULL AND route = ANY(%(routes)s::text[])) AS h),
+           WHERE message_id IS NULL
+             AND route = ANY(ARRAY(SELECT unnest(%(routes)s::text[])))) AS h),
     (SELECT CASE WHEN EXISTS (SELECT 1 FROM notifications WHERE routed_at IS NULL)
                  THEN now() END)
 ) AS due

@@ -74,6 +74,8 @@ JOIN template_versions ON template_versions.id = r.template_version_id
 WHERE n.node_state IN ('SUBMITTED', 'OBSERVING')
   AND coalesce(n.next_observe_at, '-infinity'::timestamptz) <= now()
 ORDER BY n.request_created_at, coalesce(n.next_observe_at, '-infinity'::timestamptz), n.id
-LIMIT %(limit)s
+-- The LIMIT is a sub-select, so a plan is costed alike with or without its
+-- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+LIMIT (SELECT %(limit)s::integer)
 FOR NO KEY UPDATE OF n, r SKIP LOCKED
 ) c

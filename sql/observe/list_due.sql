@@ -22,5 +22,7 @@ CROSS JOIN LATERAL (
 WHERE n.node_state IN ('SUBMITTED', 'OBSERVING')
   AND coalesce(n.next_observe_at, '-infinity'::timestamptz) <= now()
 ORDER BY n.request_created_at, coalesce(n.next_observe_at, '-infinity'::timestamptz), n.id
-LIMIT %(limit)s
+-- The LIMIT is a sub-select, so a plan is costed alike with or without its
+-- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+LIMIT (SELECT %(limit)s::integer)
 FOR SHARE OF n, r SKIP LOCKED

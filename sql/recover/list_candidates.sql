@@ -37,5 +37,7 @@ WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING')
                          ELSE n.action_type LIKE %(lane_pattern)s::text
                     END, false)
 ORDER BY n.updated_at ASC
-LIMIT %(limit)s
+-- The LIMIT is a sub-select, so a plan is costed alike with or without its
+-- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
+LIMIT (SELECT %(limit)s::integer)
 FOR SHARE OF n, r SKIP LOCKED
