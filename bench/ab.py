@@ -37,7 +37,7 @@ from pathlib import Path
 
 import trio
 
-from bench import databases, floor, latency, peers, procs, throughput
+from bench import databases, floor, floor_qtg, latency, peers, procs, throughput
 from bench.server import PrivateServer
 
 #: No-op jobs in PgQueuer's drain (python -m bench --peers drains as many).
@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
                         figures[name][f"{n}p cpu ms/node rt+pg"].append(
                             1000 * (d.runtime_cpu_s + d.postgres_cpu_s) / max(1, d.nodes_completed)
                         )
+                        figures[name][f"{n}p cpu ms/node postgres"].append(
+                            1000 * d.postgres_cpu_s / max(1, d.nodes_completed)
+                        )
                         say(
                             f"{name}: drain {n}p {d.nodes_per_s:.1f} nodes/s, "
                             f"{d.per_node(d.round_trips):.1f} statements/node, "
@@ -155,12 +158,14 @@ def main(argv: list[str] | None = None) -> int:
                         rate = await peers.measure_drain(server, "pgqueuer", jobs=PEER_DRAIN_JOBS)
                         figures["pgqueuer"]["drain jobs/s"].append(rate)
                         say(f"pgqueuer: drain {rate:.0f} jobs/s")
-                for shape in floor.SHAPES if args.floor else ():
+                for shape in (*floor.SHAPES, floor_qtg.NAME) if args.floor else ():
                     result = await peers.measure_pickup(
                         server, shape, samples=args.pickups or 200, warmup=20
                     )
                     figures[shape]["pickup p50 ms"].append(result.pickup.p50)
                     figures[shape]["pickup p99 ms"].append(result.pickup.p99)
+                    for segment, values in result.breakdown.items():
+                        figures[shape][f"pickup {segment} p50 ms"].append(statistics.median(values))
                     say(f"{shape}: pickup {result.pickup.p50:.2f} / {result.pickup.p99:.2f} ms")
 
         trio.run(run)

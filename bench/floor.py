@@ -54,8 +54,8 @@ SQL = bench_sql(
 SAMPLE_DEADLINE_SECONDS = 60.0
 
 # Transaction control and LISTEN (not queries, so they do not live in bench/sql/).
-_BEGIN = "BEGIN"
-_COMMIT = "COMMIT"
+BEGIN = "BEGIN"
+COMMIT = "COMMIT"
 _LISTEN = "LISTEN floor_dispatch"
 
 Conn = psycopg.AsyncConnection[Any]
@@ -79,11 +79,11 @@ def prepared_action(node_id: int, params: Any) -> dict[str, str]:
 async def claim_then_write_ahead(conn: Conn) -> int | None:
     """Two round trips: BEGIN + claim; then the write-ahead UPDATE + COMMIT."""
     async with conn.pipeline():
-        await conn.execute(_BEGIN)
+        await conn.execute(BEGIN)
         cur = await conn.execute(SQL.floor_claim.text)
         row = await cur.fetchone()  # flushes the pipeline: the first round trip
         if row is None:
-            await conn.execute(_COMMIT)
+            await conn.execute(COMMIT)
             return None
         node_id, params = int(row[0]), row[1]
         await conn.execute(
@@ -94,7 +94,7 @@ async def claim_then_write_ahead(conn: Conn) -> int | None:
                 "prepared_action": Jsonb(prepared_action(node_id, params)),
             },
         )
-        await conn.execute(_COMMIT)
+        await conn.execute(COMMIT)
     return node_id  # the pipeline's sync at the block's end: the second round trip
 
 

@@ -1,9 +1,11 @@
 """One peer job queue measured in a process of its own (asyncio: both peers are asyncio libraries).
 
     python -m bench.peer_run {pgqueuer|procrastinate} {pickup|drain} DSN COUNT [WARMUP]
-    python -m bench.peer_run {floor-claim|floor-write-ahead} pickup DSN COUNT [WARMUP]
+    python -m bench.peer_run {floor-claim|floor-write-ahead|floor-qtg-statements} \
+         pickup DSN COUNT [WARMUP]
 
-The floor-* entries are no queue: the least a pickup of each shape can do (bench/floor.py).
+The floor-* entries are no queue: the least a pickup of each shape can do (bench/floor.py),
+and qtg's own pickup statements without its runtime (bench/floor_qtg.py).
 
 Prints one JSON line on stdout:
 - pickup: {"pickup_ms": [...]} — COUNT samples after WARMUP, one job at a time on an idle
@@ -120,6 +122,12 @@ async def procrastinate_run(figure: str, dsn: str, count: int, warmup: int) -> d
         return {"jobs": count, "wall_s": wall, "jobs_per_s": count / wall}
 
 
+async def floor_qtg_run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
+    from bench import floor_qtg
+
+    return await floor_qtg.run(figure, dsn, count, warmup)
+
+
 async def floor_run(shape: str, figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
     from bench import floor
 
@@ -132,6 +140,7 @@ PEERS = {
     # not queues: the least a pickup of each shape can do (bench/floor.py)
     "floor-claim": functools.partial(floor_run, "floor-claim"),
     "floor-write-ahead": functools.partial(floor_run, "floor-write-ahead"),
+    "floor-qtg-statements": floor_qtg_run,
 }
 
 

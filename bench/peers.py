@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 
@@ -29,6 +30,8 @@ PEER_DEADLINE_SECONDS = 300.0
 class PeerResult:
     name: str
     pickup_ms: list[float] = field(default_factory=list)
+    #: segment → ms per sample, where a peer reports qtg's segments (floor-qtg-statements)
+    breakdown: dict[str, list[float]] = field(default_factory=dict)
     jobs_per_s: float | None = None
     drain_jobs: int = 0
     problems: list[str] = field(default_factory=list)
@@ -40,7 +43,7 @@ class PeerResult:
 
 async def _run_peer(
     server: PrivateServer, peer: str, figure: str, count: int, warmup: int
-) -> dict[str, object]:
+) -> dict[str, Any]:
     name = f"qtg_bench_peer_{peer}_{figure}"
     dsn = await trio.to_thread.run_sync(server.create_database, name)
     try:
@@ -73,8 +76,10 @@ async def measure_pickup(
 ) -> PeerResult:
     """One peer's pickup alone (bench.ab --peers: beside qtg's, in each round)."""
     result = PeerResult(peer)
-    pickup = await _run_peer(server, peer, "pickup", samples, warmup)
-    result.pickup_ms = [float(v) for v in pickup["pickup_ms"]]  # type: ignore[union-attr]
+    pickup: dict[str, Any] = await _run_peer(server, peer, "pickup", samples, warmup)
+    result.pickup_ms = [float(v) for v in pickup["pickup_ms"]]
+    breakdown: dict[str, list[Any]] = pickup.get("breakdown") or {}
+    result.breakdown = {k: [float(v) for v in vs] for k, vs in breakdown.items()}
     return result
 
 
