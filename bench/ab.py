@@ -18,7 +18,8 @@ fewest (the older commit). With `--peers`, PgQueuer's pickup is measured
 (and, with drains, its drain of PEER_DRAIN_JOBS no-op jobs) in each round too,
 on the same server (python -m bench --peers's method). With `--floor`, the
 floors' pickups too: the least a one-statement claim and a claim followed by
-its write-ahead commit can do (bench/floor.py).
+its write-ahead commit can do (bench/floor.py), and qtg's own statements
+without its runtime (bench/floor_qtg.py).
 
     git worktree add --detach /tmp/qtg-main main && (cd /tmp/qtg-main && python3 -m venv .venv \
         && .venv/bin/pip install -q -e '.[test]')
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--floor",
         action="store_true",
-        help="the two floors' pickups in each round (bench/floor.py)",
+        help="the floors' pickups in each round (bench/floor.py, bench/floor_qtg.py)",
     )
     parser.add_argument("--no-drain", action="store_true", help="pickups only")
     parser.add_argument("--rounds", type=int, default=2)

@@ -26,7 +26,8 @@ write-ahead (claim, then write-ahead), from PostgreSQL's commit timestamps, as
 qtg's pickup (bench/latency.py) and PgQueuer's (bench/peer_run.py) are taken.
 The gap between the two floors is the price of the write-ahead rule itself;
 the gap between the write-ahead floor and qtg is qtg's own work (its triggers,
-the request's snapshot, the pool).
+the request's snapshot, the pool), which bench/floor_qtg.py splits into what
+qtg's statements cost and what its runtime adds.
 """
 
 from __future__ import annotations
