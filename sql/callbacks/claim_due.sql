@@ -30,8 +30,11 @@ WITH due AS (
 )
 UPDATE movement_callback_outbox AS o
 SET next_attempt_at = now() + make_interval(secs => %(lease_seconds)s)
-FROM due
-WHERE o.id = due.id
+-- The claimed rows by primary key, as an InitPlan's array: joined to `due`, a
+-- generic plan (which estimates a tenth of the pending rows for the LIMIT)
+-- hash-joined `due` with a seq scan of the whole outbox, sent rows included
+-- (9.5 ms on tests/test_plans.py's burst with fresh statistics, against 0.2).
+WHERE o.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING o.id, o.request_id, o.event_id, o.event_type, o.callback_url, o.payload,
           o.callback_signature,
           o.attempts, o.max_attempts, o.callback_timestamp, o.callback_nonce, o.created_at

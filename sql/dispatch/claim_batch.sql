@@ -104,14 +104,18 @@ CROSS JOIN LATERAL (
 ) n
 JOIN movement_templates ON movement_templates.id = r.template_id
 JOIN template_versions ON template_versions.id = r.template_version_id
--- The LIMIT is a sub-select, not the bare parameter (as in every worker's
--- claim and due-time query, tests/test_plans.py): PostgreSQL then costs the
+-- The LIMIT is a sub-select, not the bare parameter (as in each claim and
+-- due-time query that tests/test_plans.py checks): PostgreSQL then costs the
 -- plan alike with and without the value, and after its first five calls keeps
 -- the connection's one generic plan. With the bare parameter a small LIMIT
 -- made each plan costed for its value look cheaper than the generic one, so
 -- every call was planned anew: 0.5-0.6 ms of planning against 0.03 ms of
 -- execution, per claim, with MG_NODE_DISPATCH_BATCH_SIZE from 1 to 8
 -- (pg_stat_statements with track_planning); bench.ab at batch size 4: pickup
--- p50 2.71 ms before, 2.29 after (2026-12-07 07:04 UTC).
+-- p50 2.71 ms before, 2.29 after (2026-12-07 07:04 UTC). The generic plan
+-- estimates a tenth of the walk's rows for the LIMIT, whatever its value: a
+-- claim whose statement joins its claimed rows again must reach them by
+-- primary key whatever that estimate (sql/callbacks/claim_due.sql); the plan
+-- tests check the generic plans on fresh statistics too.
 LIMIT (SELECT %(limit)s::integer)
 ) c

@@ -14,7 +14,8 @@ WITH due AS (
 )
 UPDATE notification_messages AS m
 SET next_attempt_at = now() + make_interval(secs => %(lease_seconds)s)
-FROM due
-WHERE m.id = due.id
+-- The claimed rows by primary key, as an InitPlan's array (as
+-- sql/callbacks/claim_due.sql, which says why).
+WHERE m.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING m.id, m.route, m.kind, m.severity, m.subject, m.body, m.payload, m.attempts,
           m.max_attempts, m.message_timestamp, m.message_nonce, m.created_at

@@ -13,6 +13,7 @@ WITH due AS (
 )
 UPDATE notifications AS n
 SET routed_at = clock_timestamp()
-FROM due
-WHERE n.id = due.id
+-- The claimed rows by primary key, as an InitPlan's array (as
+-- sql/callbacks/claim_due.sql, which says why).
+WHERE n.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING n.id, n.severity

@@ -2,15 +2,16 @@
 -- retry, or a lease running out); for a configured route with held
 -- deliveries, the moment its rate window frees a slot (now if it has one);
 -- an unrouted notification (now).
--- The routes' array is read through a sub-select, so the plan is costed alike
--- with and without the array and the connection keeps one (as the LIMITs of
--- the claims: sql/dispatch/claim_batch.sql says why).
+-- The routes' array and the window are read through sub-selects, so the plan
+-- is costed alike with and without their values and the connection keeps one
+-- (as the LIMITs of the claims: sql/dispatch/claim_batch.sql says why).
 SELECT least(
     (SELECT min(next_attempt_at) FROM notification_messages WHERE status = 'pending'),
     (SELECT min(coalesce(
                 (SELECT min(m.created_at) FROM notification_messages m
                  WHERE m.route = h.route
-                   AND m.created_at > now() - make_interval(secs => %(window_seconds)s)
+                   AND m.created_at
+                       > now() - make_interval(secs => (SELECT %(window_seconds)s::float8))
                  HAVING count(*) >= %(limit)s)
                 + make_interval(secs => %(window_seconds)s),
                 now()))
