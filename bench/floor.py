@@ -60,7 +60,8 @@ COMMIT = "COMMIT"
 _LISTEN = "LISTEN floor_dispatch"
 
 Conn = psycopg.AsyncConnection[Any]
-Pickup = Callable[[Conn], Awaitable[int | None]]
+#: One pickup on the worker's connection: what it picked up, or None (nothing READY).
+Pickup = Callable[[Conn], Awaitable[Any | None]]
 
 
 async def claim(conn: Conn) -> int | None:
@@ -70,10 +71,10 @@ async def claim(conn: Conn) -> int | None:
     return None if row is None else int(row[0])
 
 
-def prepared_action(node_id: int, params: Any) -> dict[str, str]:
+def prepared_action(node_id: object, params: Any) -> dict[str, str]:
     """What the worker would submit, built from the claimed node (as an executor's
     prepare does): its payload and the payload's hash."""
-    payload = json.dumps({"node_id": node_id, "params": params}, sort_keys=True)
+    payload = json.dumps({"node_id": str(node_id), "params": params}, sort_keys=True)
     return {"payload": payload, "payload_hash": hashlib.sha256(payload.encode()).hexdigest()}
 
 
@@ -106,17 +107,43 @@ SHAPES: dict[str, tuple[Pickup, str]] = {
 }
 
 
-async def _worker(dsn: str, pickup: Pickup, picked: asyncio.Queue[int], up: asyncio.Event) -> None:
-    """Woken by each NOTIFY, pick up nodes until none is READY."""
+async def worker(
+    dsn: str,
+    listen: str,
+    pickup: Pickup,
+    picked: asyncio.Queue[Any],
+    up: asyncio.Event,
+    **work_options: Any,
+) -> None:
+    """Woken by each NOTIFY of the channel `listen` (a LISTEN statement) names,
+    pick up nodes on a connection of its own (`work_options`: its connect
+    options) until none is READY; `up` is set once listening."""
     async with (
-        await psycopg.AsyncConnection.connect(dsn, autocommit=True) as listen,
-        await psycopg.AsyncConnection.connect(dsn, autocommit=True) as work,
+        await psycopg.AsyncConnection.connect(dsn, autocommit=True) as listening,
+        await psycopg.AsyncConnection.connect(dsn, autocommit=True, **work_options) as work,
     ):
-        await listen.execute(_LISTEN)
+        await listening.execute(listen)
         up.set()
-        async for _ in listen.notifies():
-            while (node_id := await pickup(work)) is not None:
-                picked.put_nowait(node_id)
+        async for _ in listening.notifies():
+            while (taken := await pickup(work)) is not None:
+                picked.put_nowait(taken)
+
+
+async def next_pick(picked: asyncio.Queue[Any], *watched: asyncio.Future[Any]) -> Any:
+    """The next node the worker picked up; or the error of a `watched` task (the
+    worker, a helper process) that stopped first; or TimeoutError after
+    SAMPLE_DEADLINE_SECONDS."""
+    get = asyncio.ensure_future(picked.get())
+    done, _ = await asyncio.wait(
+        {get, *watched}, timeout=SAMPLE_DEADLINE_SECONDS, return_when=asyncio.FIRST_COMPLETED
+    )
+    if get in done:
+        return get.result()
+    get.cancel()
+    for stopped in done:
+        ended = stopped.result()  # raises what stopped it
+        raise RuntimeError(f"a watched task ended before a pickup (it returned {ended!r})")
+    raise TimeoutError(f"nothing picked up in {SAMPLE_DEADLINE_SECONDS} s")
 
 
 async def run(shape: str, figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
@@ -128,14 +155,14 @@ async def run(shape: str, figure: str, dsn: str, count: int, warmup: int) -> dic
         await admin.execute(SQL.floor_schema.text)
         picked: asyncio.Queue[int] = asyncio.Queue()
         up = asyncio.Event()
-        worker = asyncio.create_task(_worker(dsn, pickup, picked, up))
+        listening = asyncio.create_task(worker(dsn, _LISTEN, pickup, picked, up))
         try:
             await asyncio.wait_for(up.wait(), SAMPLE_DEADLINE_SECONDS)
             values = []
             for i in range(warmup + count):
                 cur = await admin.execute(SQL.floor_enqueue.text, {"params": Jsonb({"n": i})})
                 enqueued = (await cur.fetchone() or (None,))[0]
-                node_id = await asyncio.wait_for(picked.get(), SAMPLE_DEADLINE_SECONDS)
+                node_id = await next_pick(picked, listening)
                 if node_id != enqueued:
                     raise RuntimeError(f"node {enqueued} enqueued, node {node_id} picked up")
                 cur = await admin.execute(SQL.floor_pickup.text, {"id": node_id})
@@ -144,7 +171,7 @@ async def run(shape: str, figure: str, dsn: str, count: int, warmup: int) -> dic
                     raise RuntimeError(f"node {node_id} is {state}, not {picked_state}")
                 values.append(float(ms))
         finally:
-            worker.cancel()
+            listening.cancel()
             with suppress(asyncio.CancelledError):
-                await worker
+                await listening
     return {"pickup_ms": values[warmup:]}

@@ -10,8 +10,10 @@ rows, the callback outbox lookup, the NOTIFYs), a real approval as the enqueue
 commit's NOTIFY), and the very statements the dispatcher sends, in its order and
 its two round trips:
 
-1. BEGIN, sql/dispatch/claim_batch.sql (one node, its request locked, with the
-   request's columns and plan edges) and sql/progress/load_nodes.sql;
+1. BEGIN, sql/dispatch/claim_batch.sql (at the default MG_NODE_DISPATCH_BATCH_SIZE:
+   the `--env` settings of bench.ab reach the runtimes, not this worker; one node
+   is READY, so one is claimed, its request locked, with the request's columns
+   and plan edges) and sql/progress/load_nodes.sql;
 2. sql/progress/set_request_state.sql (APPROVED → EXECUTING),
    sql/dispatch/write_ahead.sql (READY → SUBMITTING with a prepared action and
    its idempotency key) and the COMMIT.
@@ -27,7 +29,7 @@ psycopg's AsyncConnection (asyncio), as in bench/floor.py.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import functools
 import json
 import sys
 from contextlib import suppress
@@ -39,7 +41,15 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from bench import workload
-from bench.floor import BEGIN, COMMIT, SAMPLE_DEADLINE_SECONDS, Conn
+from bench.floor import (
+    BEGIN,
+    COMMIT,
+    SAMPLE_DEADLINE_SECONDS,
+    Conn,
+    next_pick,
+    prepared_action,
+    worker,
+)
 from bench.latency import SEGMENTS
 from bench.queries import bench_sql
 from qtg.config import Settings
@@ -71,11 +81,6 @@ async def claim_then_write_ahead(conn: Conn, settings: Settings) -> Any | None:
             return None
         await nodes.fetchall()
         node_id, request_id = row["id"], row["request_id"]
-        payload = json.dumps({"node_id": str(node_id), "intent": row["intent"]}, sort_keys=True)
-        prepared = {
-            "payload": payload,
-            "payload_hash": hashlib.sha256(payload.encode()).hexdigest(),
-        }
         await conn.execute(
             PROGRESS.set_request_state.text,
             {"request_ids": [request_id], "request_states": ["EXECUTING"]},
@@ -86,26 +91,11 @@ async def claim_then_write_ahead(conn: Conn, settings: Settings) -> Any | None:
                 "node_ids": [node_id],
                 "attempt_nos": [1],
                 "idempotency_keys": [f"{node_id}:1"],
-                "prepared_actions": [Jsonb(prepared)],
+                "prepared_actions": [Jsonb(prepared_action(node_id, row["intent"]))],
             },
         )
         await conn.execute(COMMIT)
     return request_id  # the pipeline's sync at the block's end: the second round trip
-
-
-async def _worker(
-    dsn: str, settings: Settings, picked: asyncio.Queue[str], up: asyncio.Event
-) -> None:
-    """Woken by each qtg_dispatch NOTIFY, pick up nodes until none is READY."""
-    async with (
-        await psycopg.AsyncConnection.connect(dsn, autocommit=True) as listen,
-        await psycopg.AsyncConnection.connect(dsn, autocommit=True, row_factory=dict_row) as work,
-    ):
-        await listen.execute(_LISTEN)
-        up.set()
-        async for _ in listen.notifies():
-            while (request_id := await claim_then_write_ahead(work, settings)) is not None:
-                picked.put_nowait(str(request_id))
 
 
 async def _enqueuer(dsn: str, count: int) -> None:
@@ -134,21 +124,6 @@ async def _line(enqueuer: asyncio.subprocess.Process) -> str:
     return line.decode().strip()
 
 
-async def _next_pick(picked: asyncio.Queue[str], worker: asyncio.Task[None]) -> str:
-    """The next request the worker picked up; the worker's own error if it stopped."""
-    get = asyncio.ensure_future(picked.get())
-    done, _ = await asyncio.wait(
-        {get, worker}, timeout=SAMPLE_DEADLINE_SECONDS, return_when=asyncio.FIRST_COMPLETED
-    )
-    if get in done:
-        return get.result()
-    get.cancel()
-    if worker in done:
-        worker.result()  # raises what stopped it
-        raise RuntimeError("the worker stopped")
-    raise TimeoutError(f"nothing picked up in {SAMPLE_DEADLINE_SECONDS} s")
-
-
 async def run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
     """`count` pickups after `warmup`, one movement at a time: {"pickup_ms": [...],
     "breakdown": {segment: [...]}} (the segments of qtg's pickup, bench.latency.SEGMENTS)."""
@@ -164,9 +139,11 @@ async def run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
         stdout=asyncio.subprocess.PIPE,
     )
     assert enqueuer.stdin is not None
-    picked: asyncio.Queue[str] = asyncio.Queue()
+    exited = asyncio.ensure_future(enqueuer.wait())
+    picked: asyncio.Queue[Any] = asyncio.Queue()
     up = asyncio.Event()
-    worker = asyncio.create_task(_worker(dsn, workload.settings_for(dsn), picked, up))
+    pickup = functools.partial(claim_then_write_ahead, settings=workload.settings_for(dsn))
+    listening = asyncio.create_task(worker(dsn, _LISTEN, pickup, picked, up, row_factory=dict_row))
     try:
         ids = json.loads(await _line(enqueuer))
         await asyncio.wait_for(up.wait(), SAMPLE_DEADLINE_SECONDS)
@@ -176,7 +153,7 @@ async def run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
             for request_id in ids:
                 enqueuer.stdin.write(f"{request_id}\n".encode())
                 await enqueuer.stdin.drain()
-                taken = await _next_pick(picked, worker)
+                taken = str(await next_pick(picked, listening, exited))
                 if taken != request_id:
                     raise RuntimeError(f"movement {request_id} approved, {taken} picked up")
                 await _line(enqueuer)  # its approval returned
@@ -188,11 +165,15 @@ async def run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
             cur = await admin.execute(SQL.pickup_breakdown.text, {"ids": ids[warmup:]})
             parts = await cur.fetchall()
     finally:
-        worker.cancel()
+        listening.cancel()
         with suppress(asyncio.CancelledError):
-            await worker
+            await listening
         enqueuer.stdin.close()
-        await enqueuer.wait()
+        try:
+            await asyncio.wait_for(exited, SAMPLE_DEADLINE_SECONDS)
+        except TimeoutError:
+            enqueuer.kill()
+            await enqueuer.wait()
     if len(values) != count:
         raise RuntimeError(f"{len(values)} pickups recorded of {count}")
     return {
