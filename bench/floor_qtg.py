@@ -50,7 +50,7 @@ from bench.floor import (
     prepared_action,
     worker,
 )
-from bench.latency import SEGMENTS
+from bench.latency import segments_of
 from bench.queries import bench_sql
 from qtg.config import Settings
 from qtg.db import Database, sql_family
@@ -126,7 +126,7 @@ async def _line(enqueuer: asyncio.subprocess.Process) -> str:
 
 async def run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
     """`count` pickups after `warmup`, one movement at a time: {"pickup_ms": [...],
-    "breakdown": {segment: [...]}} (the segments of qtg's pickup, bench.latency.SEGMENTS)."""
+    "breakdown": {segment: [...]}} (the segments of qtg's pickup, bench.latency.segments_of)."""
     if figure != "pickup":
         raise ValueError(f"the floor measures the pickup only, not {figure!r}")
     enqueuer = await asyncio.create_subprocess_exec(
@@ -178,7 +178,7 @@ async def run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
         raise RuntimeError(f"{len(values)} pickups recorded of {count}")
     return {
         "pickup_ms": values,
-        "breakdown": {segment: [float(p[segment]) for p in parts] for segment in SEGMENTS},
+        "breakdown": segments_of(parts),
     }
 
 

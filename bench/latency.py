@@ -20,7 +20,7 @@ random phases of the poll instead of right after a pass.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,10 +176,14 @@ async def _run(
     values = [float(r["ms"]) for r in rows]
     if len(values) != samples:
         problems.append(f"{name}: {len(values)} of {samples} samples have both commits")
-    breakdown = {segment: [float(p[segment]) for p in parts] for segment in SEGMENTS}
     return LatencyResult(
-        spec.figure, reactive, values, warmup, problems=problems, breakdown=breakdown
+        spec.figure, reactive, values, warmup, problems=problems, breakdown=segments_of(parts)
     )
+
+
+def segments_of(parts: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """The rows of bench/sql/pickup_breakdown.sql as segment → ms per sample."""
+    return {segment: [float(p[segment]) for p in parts] for segment in SEGMENTS}
 
 
 async def _wait(db: Database, spec: Spec, request_id: Any, events: Any) -> None:

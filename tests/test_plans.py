@@ -563,12 +563,13 @@ def test_each_claim_and_due_query_is_planned_once_per_connection_whatever_its_li
     generic plan (costed for a LIMIT of unknown value) whenever the LIMIT was
     small, so PostgreSQL planned every call anew: the dispatch claim spent
     0.5-0.6 ms planning per call against 0.03 ms running at batch sizes 1 to 8.
-    Each LIMIT (and the notifier's routes) is a sub-select now, costed alike
-    either way: after the first five calls every one reuses the generic plan.
-    Before, on this burst, nine of these queries were planned at every call at
-    LIMIT 1 (six of the workers', three of the sidecars') and four at LIMIT 4
-    (dispatch/claim_batch, recover/list_candidates, and audit/pending and
-    notifications/next_due, which were at every LIMIT)."""
+    Each LIMIT (and the notifier's routes and window) is a sub-select now,
+    costed alike either way: after the first five calls every one reuses the
+    generic plan, on stale and on fresh statistics. Before, on the stale burst,
+    nine of these queries were planned at every call at LIMIT 1 (six of the
+    workers', three of the sidecars') and four at LIMIT 4 (dispatch/claim_batch,
+    recover/list_candidates, and audit/pending and notifications/next_due,
+    which were at every LIMIT)."""
     dsn = request.getfixturevalue("burst_dsn" if statistics == "stale" else "fresh_dsn")
     calls = 8
     queries = [(q, PARAMS) for q in sorted(CASES)] + [(q, SIDECAR_PARAMS) for q in sorted(SIDECARS)]
