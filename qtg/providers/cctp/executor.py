@@ -34,6 +34,7 @@ import httpx
 import trio
 
 from qtg.db import Database
+from qtg.domain import bounded_json
 from qtg.domain.cctp import (
     MESSAGE_RECEIVED,
     Chain,
@@ -627,7 +628,7 @@ class CctpExecutor:
                 error_detail=f"attestation API answered HTTP {reply.status_code}",
             )
         try:
-            body = reply.json()
+            body = bounded_json.loads(reply.content)
         except ValueError:
             return pending
         found = attestation_from_body(body, message)

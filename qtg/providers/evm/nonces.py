@@ -19,6 +19,7 @@ from typing import Any
 
 from qtg.db import Database, Jsonb, sql_family
 from qtg.domain.context import ExecutionContext
+from qtg.providers.evm import holds as signer_holds
 
 SQL = sql_family(
     "evm_nonces",
@@ -84,11 +85,15 @@ async def reserve_run(
     to single reservations and the reaper's gap fill). An attempt that already holds all
     its nonces gets them back (idempotent prepare); one that holds only some (its raises
     changed between two prepares) gives back those it kept no bytes for and takes a new run.
+
+    RetryLater(EVM_SIGNER_HELD) while the signer is held (qtg.providers.evm.holds).
     """
     address = address.lower()
     base = {"chain_id": chain_id, "address": address, "attempt_no": attempt_no}
     async with db.transaction() as tx:
         await tx.execute(SQL.lock_account, base)
+        # a held signer signs nothing new (issue 43): its nodes wait, never FAILED
+        await signer_holds.check_in(tx, chain_id=chain_id, address=address)
         held = [
             await tx.fetchrow(SQL.for_attempt, {**base, "request_node_id": key})
             for key in request_node_ids
