@@ -240,6 +240,11 @@ class Settings:
     )
     # How long a template proposal waits for approval.
     template_proposal_ttl_seconds: float = interval("MG_TEMPLATE_PROPOSAL_TTL_SECONDS", 86_400.0)
+    # How long an approved address-book entry waits before a movement may pay it
+    # (its cooling-off time); a change of an entry's address, chain or asset waits it again.
+    address_book_cooling_off_seconds: float = setting(
+        "MG_ADDRESS_BOOK_COOLING_OFF_SECONDS", 86_400.0, minimum=0
+    )
     # The most nodes a template version may have; a bigger graph is refused with 422
     # TEMPLATE_TOO_LARGE naming the limit (a movement of 10,000 nodes took hours and
     # slowed every other movement's pickup).

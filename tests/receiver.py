@@ -66,11 +66,11 @@ class Receiver:
         self.secret = secret
         self.requests: list[Received] = []
         self.port: int | None = None
-        self._behaviour: dict[str, int | str] = {}
+        self._behaviour: dict[str, int | str | bytes] = {}
         self._changed = trio.Event()
 
-    def behave(self, path: str, behaviour: int | str) -> None:
-        """Answer `path` with this status code, or HANG (default 200)."""
+    def behave(self, path: str, behaviour: int | str | bytes) -> None:
+        """Answer `path` with this status code, or HANG, or 200 with these bytes (default 200)."""
         self._behaviour[path] = behaviour
 
     def url(self, path: str) -> str:
@@ -135,6 +135,8 @@ class Receiver:
                     await stream.receive_some(1)  # returns when the client gives up
                     return
                 answer = b'{"ok": true}'
+                if isinstance(behaviour, bytes):
+                    answer, behaviour = behaviour, 200
                 await stream.send_all(
                     conn.send(
                         h11.Response(

@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from qtg.db import ListenHub
+from qtg.domain import bounded_json
 from qtg.services.context import ServiceContext
 from qtg.services.tokens import Principal, Role
 
@@ -257,6 +258,7 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         raise ApiError(
             400, "MALFORMED_JSON", "the request body must be a JSON object", {"field": "body"}
         )
+    check_depth(raw)
     duplicate = duplicate_key(raw)
     if duplicate is not None:
         raise ApiError(
@@ -280,6 +282,25 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         raise _invalid(exc, "body") from None
     check_text(parsed.model_dump(), "body")
     return parsed
+
+
+def check_depth(raw: bytes) -> None:
+    """400 JSON_TOO_DEEP before any recursive parser sees a body nested too deeply.
+
+    The size is bounded already (read_body: 413); the depth must be too, and
+    not by the interpreter's recursion limit, which a library may raise past
+    what the stack holds (eth-account's py_ecc sets 100,000: a deep body then
+    segfaulted the runtime, issue 44).
+    """
+    try:
+        bounded_json.scan(raw, max_depth=bounded_json.MAX_DEPTH)
+    except bounded_json.JsonTooDeep as exc:
+        raise ApiError(
+            400,
+            exc.code,
+            f"the request body nests arrays and objects deeper than {exc.max_depth} levels",
+            {"field": "body", "max_depth": exc.max_depth},
+        ) from None
 
 
 class _Object(dict[str, Any]):

@@ -53,6 +53,10 @@ class ApiServer:
         return "ws" + self.url[len("http") :]
 
 
+#: The largest message a WebSocket client may send (the stream ignores them all).
+WEBSOCKET_MAX_MESSAGE_BYTES = 64 * 1024
+
+
 def hypercorn_config(settings: Settings) -> Config:
     """Hypercorn's settings: bound read and keep-alive waits, so that a client
     that promises a body (or headers) and never sends it cannot hold a socket."""
@@ -66,6 +70,10 @@ def hypercorn_config(settings: Settings) -> Config:
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = GRACEFUL_SECONDS
     config.include_server_header = False
+    # The event stream reads nothing from its clients (they only listen): a
+    # client message larger than this closes the connection (1009) before
+    # anything buffers it, let alone parses it.
+    config.websocket_max_message_size = WEBSOCKET_MAX_MESSAGE_BYTES
     return config
 
 

@@ -21,6 +21,7 @@ import trio_websocket
 
 from qtg.cli.common import CommandError
 from qtg.config import Settings
+from qtg.domain import bounded_json
 from qtg.domain.states import RequestState
 
 #: A watched request in one of these states will not change again.
@@ -161,7 +162,7 @@ class Watcher:
             except trio_websocket.ConnectionRejected as exc:
                 body = (exc.body or b"").decode("utf-8", "replace")
                 try:
-                    message = json.loads(body)["error"]["message"]
+                    message = bounded_json.loads(body)["error"]["message"]
                 except (ValueError, KeyError, TypeError):
                     message = body or "refused"
                 raise CommandError(
@@ -180,7 +181,7 @@ class Watcher:
     async def _follow(self, ws: trio_websocket.WebSocketConnection) -> bool:
         """Print events until the connection ends; True when the watch is over."""
         while True:
-            message = json.loads(await ws.get_message())
+            message = bounded_json.loads(await ws.get_message())
             if message.get("type") == "ping":
                 self.after = max(self.after or 0, int(message["after"]))
                 continue

@@ -32,6 +32,7 @@ import httpx
 
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
+from qtg.domain import bounded_json
 from qtg.domain.balances import exact_amount
 from qtg.providers.balances import Balance
 
@@ -125,7 +126,7 @@ class GatewayBalanceFetcher:
                 f"HTTP {response.status_code} from {self._url}: {response.text[:200]!r}"
             )
         try:
-            body = response.json()
+            body = bounded_json.loads(response.content)
         except ValueError:
             raise GatewayError(f"answer from {self._url} is not JSON") from None
         return unified_balances(body, self._depositors)

@@ -157,6 +157,8 @@ def _claimed_snapshots(rows: Sequence[Mapping[str, Any]]) -> dict[Any, Snapshot]
         if row["request_id"] in out:
             continue
         request = {k: row[k] for k in CLAIMED_REQUEST_COLUMNS}
+        # issue 45: whether a policy governs it (the dispatch claim reads it)
+        request["policy_version"] = row.get("policy_version")
         request["id"], request["created_at"] = row["request_id"], row["request_created_at"]
         out[row["request_id"]] = Snapshot(request, [], list(row.get("plan_edges") or []))
     return out

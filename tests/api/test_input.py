@@ -227,3 +227,22 @@ async def test_a_key_given_twice_is_refused_on_every_body(api: Api) -> None:
         key=uuid.uuid4().hex,
     )
     assert r.status_code == 201, r.text
+
+
+async def test_a_body_nested_too_deep_is_a_400_before_any_parse(api) -> None:
+    """Depth is bounded by a non-recursive scan, not by the recursion limit (issue 44):
+    65 levels are refused naming the bound, 64 reach the model; nothing is stored."""
+    inner = b'{"a":' * 62 + b"1" + b"}" * 62  # 62 + intent + the body itself = 64
+    ok = b'{"template_key": "t.manual", "intent": {"x": ' + inner + b"}}"
+    r = await _create(api, None, raw=ok, key=uuid.uuid4().hex)
+    assert r.status_code == 422, r.text  # the model speaks: depth was accepted
+    deep = b'{"template_key": "t.manual", "intent": {"x": [' + inner + b"]}}"
+    r = await _create(api, None, raw=deep, key=uuid.uuid4().hex)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == {
+        "code": "JSON_TOO_DEEP",
+        "message": "the request body nests arrays and objects deeper than 64 levels",
+        "detail": {"field": "body", "max_depth": 64},
+    }
+    listed = await api["alice"].get("/v3/movements")
+    assert listed.status_code == 200 and listed.json()["items"] == []

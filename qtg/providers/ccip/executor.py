@@ -440,6 +440,7 @@ class CcipExecutor:
                     chain_id=chain_id,
                     address=tx["from"],
                     nonce=approval["nonce"],
+                    **evm_nonces.owner_of(ctx),
                 )
             await _broadcast(rpc, signature)
         except RpcUnavailable:
@@ -451,7 +452,7 @@ class CcipExecutor:
                 # ambiguous: maybe our own earlier broadcast, or a raise went out before
                 # the refusal; the chain decides, through observe
                 return SubmitResult(provider_refs=refs)
-            await evm_nonces.mark(self._db, state="released", **where)
+            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
             await intents.move(
                 self._db,
                 intent["id"],
@@ -464,7 +465,7 @@ class CcipExecutor:
             ) from None
         crash_point("after_broadcast")
         await intents.move(self._db, intent["id"], S.BROADCAST, (S.PENDING,))
-        await evm_nonces.mark(self._db, state="broadcast", **where)
+        await evm_nonces.mark(self._db, state="broadcast", **where, **evm_nonces.owner_of(ctx))
         return SubmitResult(provider_refs=refs)
 
     async def _look(self, ctx: ExecutionContext, refs: dict[str, Any]) -> Look:
@@ -534,7 +535,7 @@ class CcipExecutor:
             Verdict.NEEDS_PERSON,
         ):
             refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
-            result = await self._mined(refs, seen.receipt)
+            result = await self._mined(ctx, refs, seen.receipt)
             return msgspec.structs.replace(result, provider_refs={**refs, **result.provider_refs})
         if verdict is Verdict.NOT_LANDED:
             await self._settle_not_landed(ctx, refs)
@@ -573,6 +574,7 @@ class CcipExecutor:
                 chain_id=chain_id,
                 address=refs["from"],
                 nonce=int(nonce),
+                **evm_nonces.owner_of(ctx),
             )
         if "intent_id" in refs:
             await intents.move(
@@ -583,7 +585,9 @@ class CcipExecutor:
                 state_detail="the send's nonce went to another transaction: never sent",
             )
 
-    async def _mined(self, refs: dict[str, Any], receipt: dict[str, Any]) -> ObserveResult:
+    async def _mined(
+        self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
+    ) -> ObserveResult:
         """A mined ccipSend: settle the nonce and the intent; the message id, or why not."""
         block = int(receipt["blockNumber"], 16)
         for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):  # all used, in order
@@ -593,6 +597,7 @@ class CcipExecutor:
                 chain_id=int(refs["chain_id"]),
                 address=refs["from"],
                 nonce=int(nonce),
+                **evm_nonces.owner_of(ctx),
             )
         intent_id = int(refs["intent_id"])
         if int(receipt["status"], 16) != 1:
@@ -742,7 +747,7 @@ class CcipExecutor:
             )
         if seen.receipt is not None and verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED):
             refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
-            mined = await self._mined(refs, seen.receipt)
+            mined = await self._mined(ctx, refs, seen.receipt)
             if mined.status == ObserveStatus.COMPLETED:
                 return RecoverResult(
                     outcome=RecoverOutcome.COMPLETED,
@@ -783,6 +788,7 @@ class CcipExecutor:
                 chain_id=held["chain_id"],
                 address=held["address"],
                 nonce=held["nonce"],
+                **evm_nonces.owner_of(ctx),
             )
 
     async def _approval_rows(self, ctx: ExecutionContext, tokens: set[str | None]) -> list[dict]:

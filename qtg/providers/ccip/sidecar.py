@@ -21,6 +21,7 @@ from urllib.parse import quote
 import httpx
 import trio
 
+from qtg.domain import bounded_json
 from qtg.domain.ccip import (
     GET_SUPPORTED_TOKENS,
     ROUTER_GET_ON_RAMP,
@@ -151,7 +152,7 @@ class HttpSidecarClient:
             with trio.fail_after(self._timeout):
                 reply = await self._client.get(url)
             reply.raise_for_status()
-            body = reply.json()
+            body = bounded_json.loads(reply.content)
             if not isinstance(body, dict):
                 raise ValueError("the reply is not a JSON object")
             return registry_from_json(body)

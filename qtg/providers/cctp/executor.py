@@ -34,6 +34,7 @@ import httpx
 import trio
 
 from qtg.db import Database
+from qtg.domain import bounded_json
 from qtg.domain.cctp import (
     MESSAGE_RECEIVED,
     Chain,
@@ -414,17 +415,20 @@ class CctpExecutor:
                 # a raise may be out, or the nonce is used (maybe by these very bytes):
                 # the chain decides, through observe
                 return SubmitResult(provider_refs=refs)
-            await evm_nonces.mark(self._db, state="released", **where)
+            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
             raise SubmitRejected(
                 f"node refused the {ctx.action_type}: {exc.message}", code="CCTP_REJECTED"
             ) from None
         crash_point(f"{ctx.action_type}.after_broadcast")
         for approval in approvals:
             await evm_nonces.mark(
-                self._db, state="broadcast", **{**where, "nonce": approval["nonce"]}
+                self._db,
+                state="broadcast",
+                **{**where, "nonce": approval["nonce"]},
+                **evm_nonces.owner_of(ctx),
             )
             await evm_nonces.touch_broadcast(self._db, approval["tx_hash"])
-        await evm_nonces.mark(self._db, state="broadcast", **where)
+        await evm_nonces.mark(self._db, state="broadcast", **where, **evm_nonces.owner_of(ctx))
         await evm_nonces.touch_broadcast(self._db, tx_hash)
         return SubmitResult(provider_refs=refs)
 
@@ -488,7 +492,7 @@ class CctpExecutor:
                 return await self._burn_mined(ctx, refs, seen.receipt)
             return await self._mint_mined(ctx, refs, seen.receipt)
         if verdict is Verdict.NEEDS_PERSON:
-            await self._consume(refs)
+            await self._consume(ctx, refs)
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
@@ -497,7 +501,7 @@ class CctpExecutor:
                 "the configured transmitter: a person decides",
             )
         if verdict is Verdict.NOT_LANDED:
-            await self._consume(refs)
+            await self._consume(ctx, refs)
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
@@ -523,7 +527,7 @@ class CctpExecutor:
             error_detail=f"chain: {verdict.value}",
         )
 
-    async def _consume(self, refs: Mapping[str, Any]) -> None:
+    async def _consume(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> None:
         for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):
             await evm_nonces.mark(
                 self._db,
@@ -531,12 +535,13 @@ class CctpExecutor:
                 chain_id=int(refs["chain_id"]),
                 address=refs["from"],
                 nonce=int(nonce),
+                **evm_nonces.owner_of(ctx),
             )
 
     async def _burn_mined(
         self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
     ) -> ObserveResult:
-        await self._consume(refs)
+        await self._consume(ctx, refs)
         block = int(receipt["blockNumber"], 16)
         artifacts = {"burn_tx_hash": refs["tx_hash"], "block_number": block}
         if int(receipt["status"], 16) != 1:
@@ -623,7 +628,7 @@ class CctpExecutor:
                 error_detail=f"attestation API answered HTTP {reply.status_code}",
             )
         try:
-            body = reply.json()
+            body = bounded_json.loads(reply.content)
         except ValueError:
             return pending
         found = attestation_from_body(body, message)
@@ -642,7 +647,7 @@ class CctpExecutor:
     async def _mint_mined(
         self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
     ) -> ObserveResult:
-        await self._consume(refs)
+        await self._consume(ctx, refs)
         dest = self._chains[int(refs["chain_id"])]
         block = int(receipt["blockNumber"], 16)
         done = {**_mint_refs(ctx), "mint_tx_hash": refs["tx_hash"], "mint_block": block}
@@ -748,7 +753,7 @@ class CctpExecutor:
                             "from": row["address"],
                             "nonce": row["nonce"],
                         }
-                        await self._consume(refs)
+                        await self._consume(ctx, refs)
                 return RecoverResult(
                     outcome=RecoverOutcome.COMPLETED, provider_refs=done, artifacts=done
                 )
@@ -769,7 +774,7 @@ class CctpExecutor:
             )
             if row is None:
                 if approval is not None and approval["tx_hash"] is None:
-                    await _release(self._db, approval)
+                    await _release(self._db, ctx, approval)
                 return _not_sent("no nonce was reserved for this attempt")
             refs = {
                 "chain_id": row["chain_id"],
@@ -790,15 +795,15 @@ class CctpExecutor:
             # bytes are kept before any broadcast and none were: nothing of this attempt
             # left qtg. A raise signed and kept just before is harmless (no value moves):
             # it goes out, so its nonce leaves no gap; the action's nonce goes back.
-            await evm_nonces.mark(self._db, state="released", **where)
+            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
             if approval is not None:
                 if approval["tx_hash"] is None:
-                    await _release(self._db, approval)
+                    await _release(self._db, ctx, approval)
                 else:
                     await self._keep_raise_moving(ctx, refs)
             return _not_sent("the attempt's transaction was never broadcast")
         if verdict is Verdict.NOT_LANDED:
-            await self._consume(refs)
+            await self._consume(ctx, refs)
             return RecoverResult(
                 outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="CCTP_NOT_LANDED",
@@ -858,13 +863,14 @@ def _mint_refs(ctx: ExecutionContext) -> dict[str, Any]:
     return {k: refs[k] for k in keep if k in refs}
 
 
-async def _release(db: Database, row: Mapping[str, Any]) -> None:
+async def _release(db: Database, ctx: ExecutionContext, row: Mapping[str, Any]) -> None:
     await evm_nonces.mark(
         db,
         state="released",
         chain_id=row["chain_id"],
         address=row["address"],
         nonce=row["nonce"],
+        **evm_nonces.owner_of(ctx),
     )
 
 

@@ -270,12 +270,12 @@ class EvmExecutor:
                 # in flight already, or the nonce is used (maybe by these very bytes,
                 # sent before): the chain decides, through observe
                 return SubmitResult(provider_refs=refs)
-            await evm_nonces.mark(self._db, state="released", **where)
+            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
             raise SubmitRejected(
                 f"node refused the transaction: {exc.message}", code="EVM_REJECTED"
             ) from None
         crash_point("after_broadcast")
-        await evm_nonces.mark(self._db, state="broadcast", **where)
+        await evm_nonces.mark(self._db, state="broadcast", **where, **evm_nonces.owner_of(ctx))
         await evm_nonces.touch_broadcast(self._db, tx_hash)
         return SubmitResult(provider_refs=refs)
 
@@ -324,12 +324,12 @@ class EvmExecutor:
             refs["tx_hash"] = receipt.tx_hash  # the one of ours that was mined
         artifacts = {"tx_hash": receipt.tx_hash, "block_number": receipt.block} if receipt else {}
         if verdict is Verdict.COMPLETED:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return ObserveResult(
                 status=ObserveStatus.COMPLETED, provider_refs=refs, artifacts=artifacts
             )
         if verdict is Verdict.FAILED_REVERTED:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return ObserveResult(
                 status=ObserveStatus.FAILED,
                 provider_refs=refs,
@@ -338,7 +338,7 @@ class EvmExecutor:
                 error_detail="transaction reverted: the chain moved no value",
             )
         if verdict is Verdict.NEEDS_PERSON:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
@@ -350,7 +350,7 @@ class EvmExecutor:
                 ),
             )
         if verdict is Verdict.NOT_LANDED:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
@@ -404,10 +404,10 @@ class EvmExecutor:
         if verdict is Verdict.NOTHING_SIGNED:
             # no signed bytes were kept, and they are kept before any broadcast: nothing
             # of this attempt ever left; the nonce is unused, so it goes back
-            await evm_nonces.mark(self._db, state="released", **where)
+            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
             return _not_sent("the attempt's transaction was never broadcast")
         if verdict is Verdict.NOT_LANDED:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return RecoverResult(
                 outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="EVM_NOT_LANDED",

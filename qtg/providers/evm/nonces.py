@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from qtg.db import Database, Jsonb, sql_family
+from qtg.domain.context import ExecutionContext
+from qtg.providers.evm import holds as signer_holds
 
 SQL = sql_family(
     "evm_nonces",
@@ -83,11 +85,15 @@ async def reserve_run(
     to single reservations and the reaper's gap fill). An attempt that already holds all
     its nonces gets them back (idempotent prepare); one that holds only some (its raises
     changed between two prepares) gives back those it kept no bytes for and takes a new run.
+
+    RetryLater(EVM_SIGNER_HELD) while the signer is held (qtg.providers.evm.holds).
     """
     address = address.lower()
     base = {"chain_id": chain_id, "address": address, "attempt_no": attempt_no}
     async with db.transaction() as tx:
         await tx.execute(SQL.lock_account, base)
+        # a held signer signs nothing new (issue 43): its nodes wait, never FAILED
+        await signer_holds.check_in(tx, chain_id=chain_id, address=address)
         held = [
             await tx.fetchrow(SQL.for_attempt, {**base, "request_node_id": key})
             for key in request_node_ids
@@ -134,12 +140,38 @@ async def release_unsigned(db: Database, *, request_node_id: str, attempt_no: in
     return [r["nonce"] for r in rows]
 
 
-async def mark(db: Database, *, chain_id: int, address: str, nonce: int, state: str) -> None:
+def owner_of(ctx: ExecutionContext) -> dict[str, Any]:
+    """`mark`'s owner arguments for the node attempt `ctx` runs."""
+    return {"owner": ctx.request_node_id, "attempt_no": ctx.attempt_no}
+
+
+async def mark(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    state: str,
+    owner: str,
+    attempt_no: int,
+) -> bool:
+    """Move the reservation of `nonce` forward, only while `owner` (the node attempt's
+    request_node_id, whose allowance raises are keyed `<owner>:approve…`) and
+    `attempt_no` still hold it (issue 44 item 5). False: not moved (another attempt or
+    the reaper holds that nonce now, or it is consumed already)."""
     async with db.transaction() as tx:
-        await tx.execute(
+        row = await tx.fetchrow(
             SQL.mark,
-            {"chain_id": chain_id, "address": address.lower(), "nonce": nonce, "state": state},
+            {
+                "chain_id": chain_id,
+                "address": address.lower(),
+                "nonce": nonce,
+                "state": state,
+                "owner": owner,
+                "attempt_no": attempt_no,
+            },
         )
+    return row is not None
 
 
 async def record_signed(
@@ -208,20 +240,47 @@ async def touch_broadcast(db: Database, tx_hash: str) -> None:
         await tx.execute(SQL.touch_broadcast, {"tx_hash": tx_hash})
 
 
-async def note_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> float:
-    """Seconds since a judgement first found this nonce used by another transaction."""
+async def note_not_landed(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    request_node_id: str | None,
+    attempt_no: int | None,
+) -> float:
+    """Seconds since a judgement first found this nonce used by another transaction
+    (on the judging attempt's reservation only; 0.0 when that attempt holds none)."""
+    args = {
+        "chain_id": chain_id,
+        "address": address.lower(),
+        "nonce": nonce,
+        "request_node_id": request_node_id,
+        "attempt_no": attempt_no,
+    }
     async with db.transaction() as tx:
-        seen = await tx.fetchval(
-            SQL.note_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
-        )
+        seen = await tx.fetchval(SQL.note_not_landed, args)
     return float(seen or 0.0)
 
 
-async def clear_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> None:
+async def clear_not_landed(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    request_node_id: str | None,
+    attempt_no: int | None,
+) -> None:
+    args = {
+        "chain_id": chain_id,
+        "address": address.lower(),
+        "nonce": nonce,
+        "request_node_id": request_node_id,
+        "attempt_no": attempt_no,
+    }
     async with db.transaction() as tx:
-        await tx.execute(
-            SQL.clear_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
-        )
+        await tx.execute(SQL.clear_not_landed, args)
 
 
 async def open_drift(db: Database, *, chain_id: int, subject: str) -> list[dict[str, Any]]:

@@ -136,7 +136,13 @@ class ChainJudge:
                 )
             )
             break  # one nonce, one mined transaction
-        where = {"chain_id": chain_id, "address": address, "nonce": nonce}
+        where = {
+            "chain_id": chain_id,
+            "address": address,
+            "nonce": nonce,
+            "request_node_id": request_node_id,
+            "attempt_no": attempt_no,
+        }
         seen_for = None
         if not receipts and count_trusted > nonce and hashes:
             seen_for = await evm_nonces.note_not_landed(self._db, **where)

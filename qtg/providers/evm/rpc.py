@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 import httpx
 import trio
 
+from qtg.domain import bounded_json
 from qtg.domain.evm import rpc_error_transient, send_refused
 from qtg.providers.base import RetryLater
 from qtg.providers.coalesce import slot_then_round
@@ -320,7 +321,7 @@ class EvmRpc:
                 reply = await self._client.post(url, json=self._body(method, params))
             if reply.status_code >= 500 or reply.status_code == 429:
                 raise _NoAnswer(f"HTTP {reply.status_code}")
-            body = reply.json()
+            body = bounded_json.loads(reply.content)
         except (httpx.HTTPError, trio.TooSlowError, ValueError) as exc:
             raise _NoAnswer(repr(exc)) from exc
         return _element(method, body)
@@ -337,7 +338,7 @@ class EvmRpc:
                 raise _NoAnswer(f"HTTP {reply.status_code} to a batch")
             if reply.status_code >= 400:
                 raise _BatchRefused(f"HTTP {reply.status_code}")
-            answer = reply.json()
+            answer = bounded_json.loads(reply.content)
         except (httpx.HTTPError, trio.TooSlowError, ValueError) as exc:
             raise _NoAnswer(repr(exc)) from exc
         if isinstance(answer, dict) and "error" in answer:
