@@ -105,9 +105,7 @@ class Flaky:
         if mode == "raise":
             raise RuntimeError("provider status endpoint answered 502")
         if mode == "nul":
-            return ObserveResult(
-                status=ObserveStatus.PENDING, provider_refs={"memo\x00": "a\x00b"}
-            )
+            return ObserveResult(status=ObserveStatus.PENDING, provider_refs={"memo\x00": "a\x00b"})
         if mode == "unstorable":
             return ObserveResult(status=ObserveStatus.PENDING, provider_refs={"x": object()})
         return ObserveResult(status=ObserveStatus.PENDING, provider_refs={"seen": True})
