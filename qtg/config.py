@@ -119,9 +119,14 @@ class Settings:
     durability_check_interval_seconds: float = interval(
         "MG_DURABILITY_CHECK_INTERVAL_SECONDS", 10.0
     )
-    # true: the dispatcher holds irreversible submits (nodes stay READY, one
-    # durability_hold notification pages) while no synchronous standby acknowledges.
-    require_synchronous_replication: bool = setting("MG_REQUIRE_SYNCHRONOUS_REPLICATION", False)
+    # When the dispatcher holds irreversible submits (nodes stay READY, one
+    # durability_hold notification pages) because no synchronous standby acknowledges:
+    # auto (the default) while standbys stream and none of them is synchronous (an
+    # asynchronous failover would lose acknowledged write-ahead commits); true whenever
+    # no synchronous standby acknowledges (a lone server too); false never.
+    require_synchronous_replication: str = setting(
+        "MG_REQUIRE_SYNCHRONOUS_REPLICATION", "auto", choices=("auto", "true", "false")
+    )
 
     # ---- runtime
     # Run the background workers (false: the API only, like --api-only).
@@ -240,6 +245,11 @@ class Settings:
     )
     # How long a template proposal waits for approval.
     template_proposal_ttl_seconds: float = interval("MG_TEMPLATE_PROPOSAL_TTL_SECONDS", 86_400.0)
+    # How long an approved address-book entry waits before a movement may pay it
+    # (its cooling-off time); a change of an entry's address, chain or asset waits it again.
+    address_book_cooling_off_seconds: float = setting(
+        "MG_ADDRESS_BOOK_COOLING_OFF_SECONDS", 86_400.0, minimum=0
+    )
     # The most nodes a template version may have; a bigger graph is refused with 422
     # TEMPLATE_TOO_LARGE naming the limit (a movement of 10,000 nodes took hours and
     # slowed every other movement's pickup).

@@ -78,7 +78,7 @@ from qtg.providers.base import (
     SubmitResult,
 )
 from qtg.providers.registry import UnknownExecutorError, UnknownSignerError
-from qtg.services import progress
+from qtg.services import policies, progress
 from qtg.services.batch import run_each_isolated
 from qtg.services.context import ServiceContext
 
@@ -254,6 +254,7 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
                 },
             )
             batch = first_per_request(rows)
+            await policies.lock_for_dispatch(tx, (snap.request for snap in snaps.values()))
             write_aheads: list[Submission] = []
             for row in batch:
                 submission = await _prepare(
@@ -574,6 +575,13 @@ async def _prepare(
     violation = risk_control_violation(snap.request["risk_controls"], snap.request["intent"])
     if violation is not None:
         await fail("RISK_CONTROL_VIOLATION", violation)
+        return None
+
+    # Issue 45: a policy-governed movement is decided again under the accumulation
+    # ledger's lock, and charged in this transaction (with its write-ahead).
+    held = await policies.check_at_dispatch(tx, snap.request, node)
+    if held is not None:
+        await defer(ctx, tx, node, held)
         return None
 
     try:
