@@ -6,7 +6,8 @@
 - every worker of the registry is in the concepts' workers table;
 - the API reference renders every path of the OpenAPI document;
 - README.md stays short and keeps the markers .ci/run and the session tests read;
-- user-facing text carries no issue numbers.
+- user-facing text carries no issue numbers, and no pointer into a document the repository
+  does not hold (a section sign, DESIGN, the spec's file).
 """
 
 from __future__ import annotations
@@ -107,6 +108,30 @@ def test_no_issue_numbers_in_user_facing_text() -> None:
         if pattern.search(line)
     ]
     assert not found, found
+
+
+#: Pointers into documents a reader of the repository does not have: a section of
+#: "the reference" or of DESIGN ("reference §1-3", "DESIGN §5"), the design notes or
+#: the spec by file. The docs say the thing itself instead.
+OUTSIDE_DOCUMENTS = re.compile(r"§|\bDESIGN\b|seeds/|/work/|[Rr]eference §")
+
+
+def test_no_pointer_to_a_document_outside_the_repository() -> None:
+    """The configuration reference's sections once read "reference §1-3" and "DESIGN §5"."""
+    sources = [*doc_files(), REPO / "mkdocs.yml", generated.CONFIG_SOURCE]
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in sources
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if OUTSIDE_DOCUMENTS.search(line)
+    ]
+    assert not found, found
+
+
+def test_the_outside_document_check_can_fail() -> None:
+    for line in ("## Core workers (reference §1-3)", "## Providers (DESIGN §5)", "see DESIGN.md"):
+        assert OUTSIDE_DOCUMENTS.search(line), line
+    assert not OUTSIDE_DOCUMENTS.search("the design of the dispatcher (docs/engine.md)")
 
 
 def test_readme_links_reach_docs_pages() -> None:
