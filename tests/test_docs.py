@@ -140,3 +140,31 @@ def test_readme_links_reach_docs_pages() -> None:
     assert len(links) > 20
     missing = [link for link in links if "://" not in link and not (REPO / link).exists()]
     assert not missing, missing
+
+
+def _table_rows(text: str, heading: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the first table after `heading`."""
+    after = text.split(heading, 1)[1]
+    rows = []
+    lines = after.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def test_readme_performance_rows_are_rows_of_the_benchmarks_headline_table() -> None:
+    """One source for each figure: the README's table repeats rows of docs/benchmarks.md's
+    headline table (which once dated from 2026-12-03 while the README quoted newer
+    figures), each row one short line (once: cells of 600 characters)."""
+    readme = README.read_text()
+    headline = _table_rows((DOCS / "benchmarks.md").read_text(), "## Headline figures")
+    quoted = _table_rows(readme, "## Performance")
+    assert len(quoted) >= 4 and len(headline) >= len(quoted)
+    assert [row[:3] for row in quoted] == [row[:3] for row in headline], "README ≠ headline"
+    section = readme.split("## Performance", 1)[1].split("\n## ", 1)[0]
+    assert "docs/benchmarks.md#headline-figures" in section
+    long_rows = [line for line in section.splitlines() if len(line) > 160]
+    assert not long_rows, long_rows
