@@ -119,9 +119,14 @@ class Settings:
     durability_check_interval_seconds: float = interval(
         "MG_DURABILITY_CHECK_INTERVAL_SECONDS", 10.0
     )
-    # true: the dispatcher holds irreversible submits (nodes stay READY, one
-    # durability_hold notification pages) while no synchronous standby acknowledges.
-    require_synchronous_replication: bool = setting("MG_REQUIRE_SYNCHRONOUS_REPLICATION", False)
+    # When the dispatcher holds irreversible submits (nodes stay READY, one
+    # durability_hold notification pages) because no synchronous standby acknowledges:
+    # auto (the default) while standbys stream and none of them is synchronous (an
+    # asynchronous failover would lose acknowledged write-ahead commits); true whenever
+    # no synchronous standby acknowledges (a lone server too); false never.
+    require_synchronous_replication: str = setting(
+        "MG_REQUIRE_SYNCHRONOUS_REPLICATION", "auto", choices=("auto", "true", "false")
+    )
 
     # ---- runtime
     # Run the background workers (false: the API only, like --api-only).

@@ -751,7 +751,7 @@ class Durability(Out):
     standbys: int
     synchronous_standbys: int
     reason: str
-    required: bool  # MG_REQUIRE_SYNCHRONOUS_REPLICATION
+    required: bool  # MG_REQUIRE_SYNCHRONOUS_REPLICATION asks for one now (auto: standbys stream)
     held: bool  # the dispatcher is holding submits for it
 
 

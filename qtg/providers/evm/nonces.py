@@ -19,7 +19,9 @@ from typing import Any
 
 from qtg.db import Database, Jsonb, sql_family
 from qtg.domain.context import ExecutionContext
+from qtg.domain.ledger import chain_ahead
 from qtg.providers.evm import holds as signer_holds
+from qtg.providers.evm import ledger
 
 SQL = sql_family(
     "evm_nonces",
@@ -48,6 +50,7 @@ async def reserve(
     request_node_id: str,
     attempt_no: int,
     chain_floor: int,
+    chain_counts: tuple[int, ...] | None = None,
 ) -> int:
     """The nonce of this node attempt: the one already reserved, else a reused or new one.
     `chain_floor` is the account's pending transaction count (nothing below it is free).
@@ -59,6 +62,7 @@ async def reserve(
         request_node_ids=[request_node_id],
         attempt_no=attempt_no,
         chain_floor=chain_floor,
+        chain_counts=chain_counts,
     )
     return nonce
 
@@ -71,6 +75,7 @@ async def reserve_run(
     request_node_ids: Sequence[str],
     attempt_no: int,
     chain_floor: int,
+    chain_counts: tuple[int, ...] | None = None,
 ) -> list[int]:
     """Consecutive nonces, in order, for transactions of one node attempt that must run one
     right after another: allowance raises, then the send that spends them.
@@ -86,12 +91,35 @@ async def reserve_run(
     its nonces gets them back (idempotent prepare); one that holds only some (its raises
     changed between two prepares) gives back those it kept no bytes for and takes a new run.
 
-    RetryLater(EVM_SIGNER_HELD) while the signer is held (qtg.providers.evm.holds).
+    Before anything is reserved (issue 43 item 2): a node whose payment the ledger adopted
+    from the chain raises `ledger.PaidOnChain` (observe it, sign nothing); given the
+    chain's counts for the account (`chain_counts`: pending, latest, read before this
+    transaction), a chain ahead of what the ledger knows it signed raises
+    `ledger.LedgerBehindChain` (reconcile first: qtg.providers.evm.ledger); then
+    RetryLater(EVM_SIGNER_HELD) while the signer is held (qtg.providers.evm.holds). In
+    that order: an adopted node signs nothing, so no hold stops it, and a ledger still
+    behind (a transaction not readable yet) is reconciled again under its own hold.
     """
     address = address.lower()
     base = {"chain_id": chain_id, "address": address, "attempt_no": attempt_no}
     async with db.transaction() as tx:
         await tx.execute(SQL.lock_account, base)
+        for key in request_node_ids:
+            adopted = await ledger.adoption_in(tx, key)
+            if adopted is not None:
+                raise ledger.PaidOnChain(adopted, key)
+        if chain_counts is not None:
+            # the counts were read before the lock and the ledger after it: a transaction
+            # in those counts was recorded (write-ahead) before it left, so it is seen here
+            known_next, known = await ledger.known(tx, chain_id=chain_id, address=address)
+            if chain_ahead(known_next, *chain_counts):
+                raise ledger.LedgerBehindChain(
+                    chain_id=chain_id,
+                    address=address,
+                    known_next=known_next,
+                    counts=chain_counts,
+                    known=known,
+                )
         # a held signer signs nothing new (issue 43): its nodes wait, never FAILED
         await signer_holds.check_in(tx, chain_id=chain_id, address=address)
         held = [
