@@ -790,7 +790,8 @@ def test_the_settle_sweep_reads_one_window_of_requests(
     """Issue 44 item 5: the settle sweep aggregated the nodes of every EXECUTING
     request of the class (7.7k here) after every recovery pass; it reads one
     window of `scan` of them now, in order from its cursor, through the
-    EXECUTING requests' index (migrations/0063), and each one's nodes through the request_id index."""
+    EXECUTING requests' index (migrations/0063), and each one's nodes through
+    the request_id index."""
     dsn = request.getfixturevalue("burst_dsn" if statistics == "stale" else "fresh_dsn")
     scan = 50
     params = {
