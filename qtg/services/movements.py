@@ -20,6 +20,7 @@ from typing import Any
 
 from qtg.config import Settings
 from qtg.db import Database, Jsonb, Tx, sql_family
+from qtg.domain.custody import approval_seal
 from qtg.domain.derive import NodeView
 from qtg.domain.execution import approval_releases, frontier_keys
 from qtg.domain.faults import completed_side_effects, four_eyes_violation
@@ -56,6 +57,7 @@ SQL = sql_family(
     "skip_unstarted_nodes",
     "retry_node",
     "rearm_timed_out_nodes",
+    "failure_proven",
 )
 
 DB_SQL = sql_family("db", "now")
@@ -448,9 +450,17 @@ async def approve_movement(
         # The request's state and frontier in one UPDATE, then its roots READY:
         # events request APPROVED, frontier_advanced, each root READY. Deferred:
         # sent with the movement's read in finish(), in one round trip.
+        # The seal of what is approved (issue 45 item 5), over the rows read under
+        # the lock: the signer refuses anything that no longer matches it.
+        seal = approval_seal(snap.request, snap.nodes)
         d.tx.defer(
             SQL.approve_request,
-            {"request_id": d.row["id"], "actor": actor, "frontier": frontier},
+            {
+                "request_id": d.row["id"],
+                "actor": actor,
+                "frontier": frontier,
+                "approval_seal": seal,
+            },
         )
         d.tx.defer(SQL.release_roots, {"request_id": d.row["id"], "node_keys": roots})
         policies.delay_roots(d.tx, d.row["id"], delay)
@@ -458,7 +468,7 @@ async def approve_movement(
         snap.request["current_frontier"] = frontier
         # only-manual frontier: WAITING_MANUAL_ACTION
         await progress.settle_request_state(d.tx, snap)
-        return await d.finish("approved")
+        return await d.finish("approved", approval_seal=seal)
 
 
 async def reject_movement(
@@ -548,6 +558,21 @@ async def retry_node(
                 node,
                 f"node {node_key} is {node['node_state']}; only a FAILED node can be retried",
                 "ILLEGAL_NODE_STATE",
+            )
+        if not await d.tx.fetchval(SQL.failure_proven, {"node_id": node["id"]}):
+            # a new attempt beside one that can still be mined could pay twice (issue 43
+            # item 3): FAILED said by operators, or bytes of this attempt still live
+            raise Conflict(
+                f"node {node_key} is FAILED but nothing proves its attempt moved no money: "
+                "what it signed could still be mined, or operators said FAILED without the "
+                "chain's proof; it cannot be retried",
+                code="FAILURE_NOT_PROVEN",
+                detail={
+                    "current_state": node["node_state"],
+                    "node_key": node_key,
+                    "attempt_no": node["attempt_no"],
+                    "error_code": node.get("error_code"),
+                },
             )
         await d.tx.fetch(SQL.retry_node, {"request_id": d.row["id"], "node_key": node_key})
         node["node_state"] = N.READY
