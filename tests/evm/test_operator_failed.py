@@ -16,10 +16,12 @@ import secrets
 from typing import Any
 
 import pytest
+import trio
 from runtime.rt_procs import query
 
 from evm.anvil import ADDRESSES, CHAIN_ID, KEYS
 from qtg.config import Settings
+from qtg.db import Database
 from qtg.providers.registry import build_registry
 from qtg.services import evm_nonces, movements
 from qtg.services.context import ServiceContext
@@ -190,5 +192,48 @@ async def test_a_failed_node_with_live_bytes_is_never_resent_nor_retried(
         anvil.call("evm_mine")
         assert anvil.nonce(ADDRESSES[0]) == first + 1  # the cancel filled the nonce
     finally:
+        await ctx.providers.aclose()
+    assert anvil.balance(destination) == 0
+
+
+async def test_two_runtimes_racing_the_cancel_step_decide_once(
+    anvil, dsn, db, automine_back
+) -> None:
+    """Two runtimes' reapers (their own pools) run the cancel step side by side, before and
+    after the cancel is mined: one cancel transaction, one FAILED, one proof audit."""
+    ctx, m, destination = await _in_mempool(anvil, dsn, db)
+    other_db = Database(dsn, min_size=1, max_size=2)
+    other = ServiceContext(
+        db=other_db, settings=ctx.settings, providers=build_registry(ctx.settings, other_db)
+    )
+    try:
+        _, applied = await _resolve_failed(ctx, m)
+        assert not applied
+
+        async def both() -> None:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(evm_nonces.reap_stale_nonces, ctx)
+                nursery.start_soon(evm_nonces.reap_stale_nonces, other)
+
+        await both()
+        assert _node(dsn, m) == ("UNKNOWN", "FAILURE_NOT_PROVEN")
+        anvil.call("evm_mine")
+        await both()
+        assert _node(dsn, m) == ("FAILED", "RESOLVED_FAILED_BY_OPERATORS")
+        proven = query(
+            dsn, "SELECT count(*) FROM audit_outbox WHERE action = 'movement.node_failure_proven'"
+        )
+        assert proven == [(1,)]
+        mined = [
+            h
+            for (h,) in query(
+                dsn, "SELECT tx_hash FROM evm_signed_transactions WHERE kind = 'cancel'"
+            )
+            if anvil.call("eth_getTransactionReceipt", h) is not None
+        ]
+        assert len(mined) == 1
+    finally:
+        await other.providers.aclose()
+        await other_db.close()
         await ctx.providers.aclose()
     assert anvil.balance(destination) == 0
