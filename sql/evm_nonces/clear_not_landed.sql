@@ -1,4 +1,11 @@
--- A judgement contradicted an earlier "not landed" finding (our receipt, or the nonce free).
-UPDATE evm_nonce_reservations SET not_landed_seen_at = NULL
-WHERE chain_id = %(chain_id)s AND address = %(address)s AND nonce = %(nonce)s
-  AND not_landed_seen_at IS NOT NULL
+-- The evidence came (our receipt, the consuming transaction), or the nonce is free again:
+-- forget the missing-evidence mark and resolve its page, if one was raised.
+WITH cleared AS (
+    UPDATE evm_nonce_reservations SET not_landed_seen_at = NULL
+    WHERE chain_id = %(chain_id)s AND address = %(address)s AND nonce = %(nonce)s
+      AND not_landed_seen_at IS NOT NULL
+    RETURNING chain_id, address, nonce
+)
+SELECT qtg_resolve_notification(
+           'evm_evidence:' || chain_id::text || ':' || address || ':' || nonce::text)
+FROM cleared

@@ -36,6 +36,8 @@ SQL = sql_family(
     "note_not_landed",
     "clear_not_landed",
     "drift_open",
+    "signed_at_nonce",
+    "evidence_page",
 )
 
 
@@ -214,7 +216,8 @@ async def touch_broadcast(db: Database, tx_hash: str) -> None:
 
 
 async def note_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> float:
-    """Seconds since a judgement first found this nonce used by another transaction."""
+    """Seconds since a judgement first found this nonce consumed at depth with no
+    receipt of ours (the evidence missing: a wait, paged past its bound)."""
     async with db.transaction() as tx:
         seen = await tx.fetchval(
             SQL.note_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
@@ -234,3 +237,31 @@ async def open_drift(db: Database, *, chain_id: int, subject: str) -> list[dict[
     async with db.transaction() as tx:
         rows = await tx.fetch(SQL.drift_open, {"chain_id": chain_id, "subject": subject})
     return [dict(r) for r in rows]
+
+
+async def signed_at_nonce(
+    db: Database, *, chain_id: int, address: str, nonce: int
+) -> list[dict[str, Any]]:
+    """Every transaction qtg signed for a nonce, whatever for (issue 43): a consuming
+    hash among them is qtg's own (a gap fill, a cancel, another attempt)."""
+    rows = await db.fetch(
+        SQL.signed_at_nonce, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
+    )
+    return [dict(r) for r in rows]
+
+
+async def page_missing_evidence(
+    db: Database, *, chain_id: int, address: str, nonce: int, hashes: Sequence[str], body: str
+) -> None:
+    """Page critical (once per nonce) that what consumed it cannot be read."""
+    async with db.transaction() as tx:
+        await tx.execute(
+            SQL.evidence_page,
+            {
+                "chain_id": chain_id,
+                "address": address.lower(),
+                "nonce": nonce,
+                "hashes": Jsonb(list(hashes)),
+                "body": body,
+            },
+        )
