@@ -119,9 +119,14 @@ class Settings:
     durability_check_interval_seconds: float = interval(
         "MG_DURABILITY_CHECK_INTERVAL_SECONDS", 10.0
     )
-    # true: the dispatcher holds irreversible submits (nodes stay READY, one
-    # durability_hold notification pages) while no synchronous standby acknowledges.
-    require_synchronous_replication: bool = setting("MG_REQUIRE_SYNCHRONOUS_REPLICATION", False)
+    # When the dispatcher holds irreversible submits (nodes stay READY, one
+    # durability_hold notification pages) because no synchronous standby acknowledges:
+    # auto (the default) while standbys stream and none of them is synchronous (an
+    # asynchronous failover would lose acknowledged write-ahead commits); true whenever
+    # no synchronous standby acknowledges (a lone server too); false never.
+    require_synchronous_replication: str = setting(
+        "MG_REQUIRE_SYNCHRONOUS_REPLICATION", "auto", choices=("auto", "true", "false")
+    )
 
     # ---- runtime
     # Run the background workers (false: the API only, like --api-only).
@@ -240,6 +245,11 @@ class Settings:
     )
     # How long a template proposal waits for approval.
     template_proposal_ttl_seconds: float = interval("MG_TEMPLATE_PROPOSAL_TTL_SECONDS", 86_400.0)
+    # How long an approved address-book entry waits before a movement may pay it
+    # (its cooling-off time); a change of an entry's address, chain or asset waits it again.
+    address_book_cooling_off_seconds: float = setting(
+        "MG_ADDRESS_BOOK_COOLING_OFF_SECONDS", 86_400.0, minimum=0
+    )
     # The most nodes a template version may have; a bigger graph is refused with 422
     # TEMPLATE_TOO_LARGE naming the limit (a movement of 10,000 nodes took hours and
     # slowed every other movement's pickup).
@@ -471,10 +481,34 @@ class Settings:
     # block numbers, balances) go out together; 1 = every read a request of its own. A URL
     # that refuses batches gets single calls; writes are never batched.
     evm_rpc_batch_max: int = setting("MG_EVM_RPC_BATCH_MAX", 20, minimum=1, maximum=1000)
+    # Where the EVM signer's key lives (docs/custody.md): `private_key` (the setting or
+    # file below: development only, start-up logs a warning), `keystore` (a Web3 Secret
+    # Storage file and a passphrase file) or `pkcs11` (a non-extractable key inside a
+    # PKCS#11 token: the runtime never holds it).
+    evm_signer_backend: str = setting(
+        "MG_EVM_SIGNER_BACKEND", "private_key", choices=("private_key", "keystore", "pkcs11")
+    )
     # The local-key signer: a 0x-hex private key, or a file holding one. Never logged.
+    # Development only (MG_EVM_SIGNER_BACKEND=private_key).
     evm_signer_private_key: str | None = setting("MG_EVM_SIGNER_PRIVATE_KEY", None, secret=True)
     # A file holding the signer's key instead of MG_EVM_SIGNER_PRIVATE_KEY (set one of the two).
     evm_signer_key_file: str | None = setting("MG_EVM_SIGNER_KEY_FILE", None)
+    # MG_EVM_SIGNER_BACKEND=keystore: the Web3 Secret Storage JSON file (an encrypted key).
+    evm_signer_keystore_file: str | None = setting("MG_EVM_SIGNER_KEYSTORE_FILE", None)
+    # MG_EVM_SIGNER_BACKEND=keystore: a file holding the keystore's passphrase (its
+    # trailing newline is dropped). Read once at start; never logged.
+    evm_signer_keystore_passphrase_file: str | None = setting(
+        "MG_EVM_SIGNER_KEYSTORE_PASSPHRASE_FILE", None
+    )
+    # MG_EVM_SIGNER_BACKEND=pkcs11: the PKCS#11 module (a shared library), e.g.
+    # /usr/lib/softhsm/libsofthsm2.so.
+    evm_signer_pkcs11_module: str | None = setting("MG_EVM_SIGNER_PKCS11_MODULE", None)
+    # MG_EVM_SIGNER_BACKEND=pkcs11: the label of the token holding the key.
+    evm_signer_pkcs11_token_label: str | None = setting("MG_EVM_SIGNER_PKCS11_TOKEN_LABEL", None)
+    # MG_EVM_SIGNER_BACKEND=pkcs11: the label of the secp256k1 key pair in the token.
+    evm_signer_pkcs11_key_label: str | None = setting("MG_EVM_SIGNER_PKCS11_KEY_LABEL", None)
+    # MG_EVM_SIGNER_BACKEND=pkcs11: a file holding the token's user PIN. Never logged.
+    evm_signer_pkcs11_pin_file: str | None = setting("MG_EVM_SIGNER_PKCS11_PIN_FILE", None)
     # Blocks on top of the receipt's block before observe() says COMPLETED.
     evm_confirmations: int = setting("MG_EVM_CONFIRMATIONS", 1, minimum=0)
     # Reservations older than this are looked at by evm_nonce_reaper; broadcast ones
@@ -673,6 +707,15 @@ class Settings:
         if settings.evm_signer_private_key and settings.evm_signer_key_file:
             raise ConfigError(
                 "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"
+            )
+        if settings.evm_signer_backend != "private_key" and (
+            settings.evm_signer_private_key or settings.evm_signer_key_file
+        ):
+            # keys out of the runtime (issue 45): a key in the environment next to a
+            # keystore or a token is one too many
+            raise ConfigError(
+                f"MG_EVM_SIGNER_BACKEND={settings.evm_signer_backend}: unset "
+                "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE"
             )
         # ---- CCIP (issue 12): bad lanes or a sidecar without its URL stop start-up.
         from qtg.domain.ccip import parse_lanes

@@ -126,7 +126,7 @@ def test_values_are_parsed_by_type() -> None:
         # Issue 27: a level that can lose an acknowledged commit in a failover is refused.
         ("MG_DATABASE_SYNCHRONOUS_COMMIT", "local", "expected one of on, remote_apply"),
         ("MG_DATABASE_SYNCHRONOUS_COMMIT", "remote_write", "expected one of"),
-        ("MG_REQUIRE_SYNCHRONOUS_REPLICATION", "sure", "expected true or false"),
+        ("MG_REQUIRE_SYNCHRONOUS_REPLICATION", "sure", "expected one of auto, true, false"),
         ("MG_DURABILITY_CHECK_INTERVAL_SECONDS", "0", "greater than 0"),
     ],
 )

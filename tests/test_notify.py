@@ -213,6 +213,8 @@ def test_observation_writes_queue_no_after_trigger(writer: Conn, plan: rows.Plan
                 "details": ["still pending"],
                 "refs": [Jsonb({})],
                 "artifacts": [Jsonb({})],
+                "failed": [False],
+                "max_backoff": 600.0,
             },
         ).fetchall()
 

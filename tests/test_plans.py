@@ -499,6 +499,8 @@ def _by_key_params(query: str, keys: dict[str, Any]) -> dict[str, Any]:
         params["intervals"] = [10.0] * observed
         params["details"] = [None] * observed
         params["refs"] = params["artifacts"] = [Jsonb({})] * observed
+        params["failed"] = [False] * observed
+        params["max_backoff"] = 600.0
     if query == "dispatch/lock_submitting":
         params["attempt_nos"] = [0] * len(keys["ready_ids"])
     if query.startswith("progress/") and query != "progress/load_nodes":

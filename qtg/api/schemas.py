@@ -443,6 +443,16 @@ class MovementSummary(Out):
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    policy_version: int | None = Field(
+        default=None, description="the treasury policy version it was decided under; null: none"
+    )
+    policy_rule: str | None = Field(default=None, description="the policy rule that matched")
+    policy_approvals: JsonObject | None = Field(
+        default=None, description="the approvals its rule needs: {count, group | role}"
+    )
+    policy_delay_seconds: int | None = Field(
+        default=None, description="the rule's delay between approval and dispatch"
+    )
 
 
 class Movement(MovementSummary):
@@ -741,7 +751,7 @@ class Durability(Out):
     standbys: int
     synchronous_standbys: int
     reason: str
-    required: bool  # MG_REQUIRE_SYNCHRONOUS_REPLICATION
+    required: bool  # MG_REQUIRE_SYNCHRONOUS_REPLICATION asks for one now (auto: standbys stream)
     held: bool  # the dispatcher is holding submits for it
 
 
@@ -891,3 +901,111 @@ class BalanceHistoryRow(Out):
 class BalanceHistoryPage(Out):
     items: list[BalanceHistoryRow]
     next_cursor: str | None
+
+
+# ------------------------------------------------------------------ treasury policies (issue 45)
+
+PolicyState = Literal["PROPOSED", "ACTIVE", "SUPERSEDED", "REJECTED"]
+EntryState = Literal["PROPOSED", "ACTIVE", "REJECTED", "REMOVED"]
+
+
+class PolicyCreate(Body):
+    document: JsonObject = Field(
+        description="{groups?: {name: [principal]}, rules: [...]}: an ordered list of rules, "
+        "first match decides, the last an unconditional block (docs/policies.md). Refused "
+        "with 422 INVALID_POLICY naming the path of what is wrong",
+        examples=[
+            {
+                "groups": {"treasury": ["tina", "tom", "tess"]},
+                "rules": [
+                    {
+                        "name": "small",
+                        "asset": "USDC",
+                        "destination": "book",
+                        "action": "allow",
+                        "approvals": {"count": 2, "group": "treasury"},
+                    },
+                    {"name": "block-all", "action": "block"},
+                ],
+            }
+        ],
+    )
+    note: LongText | None = None
+
+
+class PolicyDecision(Body):
+    note: LongText | None = None
+
+
+class PolicyVersion(Out):
+    version: int
+    document: JsonObject
+    document_hash: str
+    state: PolicyState
+    proposed_by: str
+    proposed_at: datetime
+    decided_by: str | None
+    decided_at: datetime | None
+    note: str | None
+
+
+class PolicyList(Out):
+    active_version: int | None = Field(description="the version in force; null: no policy")
+    items: list[PolicyVersion]
+
+
+class PolicyPath(QueryParams):
+    version: int = Field(ge=1, le=2**62)
+
+
+class PolicyListQuery(QueryParams):
+    limit: Limit = 50
+
+
+class EntryCreate(Body):
+    chain: ShortText = Field(description="the chain (e.g. an EVM chain id) or venue; * for any")
+    asset: ShortText = Field(description="the asset paid to this address; * for any")
+    address: ShortText
+    label: ShortText
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=100)]] = Field(
+        default_factory=list, max_length=50
+    )
+    replaces: uuid.UUID | None = Field(
+        default=None, description="the ACTIVE entry this proposal changes"
+    )
+
+
+class EntryDecision(Body):
+    pass
+
+
+class AddressBookEntry(Out):
+    id: uuid.UUID
+    chain: str
+    asset: str
+    address: str
+    label: str
+    tags: list[str]
+    state: EntryState
+    replaces: uuid.UUID | None
+    proposed_by: str
+    proposed_at: datetime
+    decided_by: str | None
+    decided_at: datetime | None
+    usable_at: datetime | None = Field(description="from when movements may pay it")
+    cooling_off_left_seconds: float | None = Field(
+        description="seconds of cooling-off left (0: usable); null before approval"
+    )
+
+
+class AddressBook(Out):
+    items: list[AddressBookEntry]
+
+
+class EntryPath(QueryParams):
+    entry_id: uuid.UUID
+
+
+class EntryListQuery(QueryParams):
+    state: EntryState | None = None
+    limit: Limit = 100

@@ -70,6 +70,28 @@ def judge(row: Mapping[str, Any]) -> Durability:
     )
 
 
+#: MG_REQUIRE_SYNCHRONOUS_REPLICATION's values.
+REQUIRE_POLICIES = ("auto", "true", "false")
+
+
+def required(state: Durability, policy: str) -> bool:
+    """Whether MG_REQUIRE_SYNCHRONOUS_REPLICATION (`policy`) asks for a synchronous standby
+    in this reading. `auto`: while standbys stream (a failover to one of them is possible)
+    — a lone server has no failover to lose commits in; a restore from a backup is the
+    ledger's check before it signs (qtg.domain.ledger)."""
+    if policy == "true":
+        return True
+    if policy == "auto":
+        return state.standbys > 0
+    return False
+
+
+def holds(state: Durability, policy: str) -> bool:
+    """Whether irreversible submits wait: a synchronous standby is required and none
+    acknowledges."""
+    return required(state, policy) and not state.synchronous
+
+
 def unknown(reason: str) -> Durability:
     """No reading (the database did not answer): not known to be synchronous."""
     return Durability(False, "", "", 0, 0, reason)

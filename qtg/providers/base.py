@@ -19,6 +19,23 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from qtg.domain.context import ExecutionContext, SignRequest
+from qtg.providers import answers
+
+
+def _clean_answer(result: Any) -> None:
+    """Make a provider's answer storable where it is made (issue 44 item 2): every
+    result struct below cleans its refs, artifacts and error texts on construction
+    (qtg.providers.answers), so no path from a provider to a column can skip it."""
+    force = msgspec.structs.force_setattr
+    force(result, "provider_refs", answers.clean_object(result.provider_refs))
+    force(result, "artifacts", answers.clean_object(result.artifacts))
+    if hasattr(result, "error_detail"):
+        force(result, "error_detail", answers.clean_optional_text(result.error_detail))
+        force(
+            result,
+            "error_code",
+            answers.clean_optional_text(result.error_code, answers.MAX_CODE_CHARS),
+        )
 
 
 class PreparedAction(msgspec.Struct, frozen=True, kw_only=True):
@@ -33,6 +50,9 @@ class PreparedAction(msgspec.Struct, frozen=True, kw_only=True):
 class SubmitResult(msgspec.Struct, frozen=True, kw_only=True):
     provider_refs: dict[str, Any] = msgspec.field(default_factory=dict)
     artifacts: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _clean_answer(self)
 
 
 class ObserveStatus(StrEnum):
@@ -49,6 +69,9 @@ class ObserveResult(msgspec.Struct, frozen=True, kw_only=True):
     retry_after_seconds: float | None = None
     error_code: str | None = None
     error_detail: str | None = None
+
+    def __post_init__(self) -> None:
+        _clean_answer(self)
 
 
 class RecoverOutcome(StrEnum):
@@ -70,6 +93,9 @@ class RecoverResult(msgspec.Struct, frozen=True, kw_only=True):
     error_code: str | None = None
     error_detail: str | None = None
 
+    def __post_init__(self) -> None:
+        _clean_answer(self)
+
 
 class HealthState(StrEnum):
     HEALTHY = "healthy"
@@ -89,10 +115,11 @@ class ProviderError(Exception):
     code = "PROVIDER_ERROR"
 
     def __init__(self, detail: str, *, code: str | None = None) -> None:
+        detail = answers.clean_text(str(detail))  # it lands in error_detail (issue 44)
         super().__init__(detail)
         self.detail = detail
         if code is not None:
-            self.code = code
+            self.code = answers.clean_text(code, answers.MAX_CODE_CHARS)
 
 
 class PreflightError(ProviderError):

@@ -56,7 +56,6 @@ from qtg.db import Jsonb, PoolTimeout, Tx, sql_family
 from qtg.domain.context import ExecutionContext
 from qtg.domain.execution import (
     build_execution_context,
-    build_sign_request,
     idempotency_key,
     plan_hash_drifted,
     risk_control_violation,
@@ -78,7 +77,7 @@ from qtg.providers.base import (
     SubmitResult,
 )
 from qtg.providers.registry import UnknownExecutorError, UnknownSignerError
-from qtg.services import progress
+from qtg.services import custody, policies, progress
 from qtg.services.batch import run_each_isolated
 from qtg.services.context import ServiceContext
 
@@ -254,6 +253,7 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
                 },
             )
             batch = first_per_request(rows)
+            await policies.lock_for_dispatch(tx, (snap.request for snap in snaps.values()))
             write_aheads: list[Submission] = []
             for row in batch:
                 submission = await _prepare(
@@ -576,6 +576,13 @@ async def _prepare(
         await fail("RISK_CONTROL_VIOLATION", violation)
         return None
 
+    # Issue 45: a policy-governed movement is decided again under the accumulation
+    # ledger's lock, and charged in this transaction (with its write-ahead).
+    held = await policies.check_at_dispatch(tx, snap.request, node)
+    if held is not None:
+        await defer(ctx, tx, node, held)
+        return None
+
     try:
         executor = ctx.providers.executor_for(node["action_type"], node["executor_key"])
         await executor.preflight(context)
@@ -593,7 +600,8 @@ async def _prepare(
                 )
                 return None
             signer = ctx.providers.signer(prepared.signer_key)
-            signature = await signer.sign(build_sign_request(context, prepared))
+            # the signer side checks the payload against the approved movement first
+            signature = await custody.sign_approved(tx, signer, snap, node, context, prepared)
     except (UnknownExecutorError, UnknownSignerError) as exc:
         await fail("EXECUTOR_NOT_FOUND", str(exc))
         return None

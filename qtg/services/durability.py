@@ -3,10 +3,12 @@
 qtg reads the primary's replication state (sql/durability/replication_state.sql)
 at start-up and every MG_DURABILITY_CHECK_INTERVAL_SECONDS; the verdict
 (qtg.domain.durability) is shown in /readyz and /metrics. With
-MG_REQUIRE_SYNCHRONOUS_REPLICATION=true the dispatcher asks `holds_submits`
-at the start of every pass, from a fresh reading: while no synchronous
-standby acknowledges, it claims nothing (nodes stay READY) and one
-notification (`durability_hold`, critical) pages until the hold ends.
+MG_REQUIRE_SYNCHRONOUS_REPLICATION (`auto` by default: while standbys
+stream; `true`: always; `false`: never, qtg.domain.durability.required) the
+dispatcher asks `holds_submits` at the start of every pass, from a fresh
+reading: while no synchronous standby acknowledges, it claims nothing (nodes
+stay READY) and one notification (`durability_hold`, critical) pages until the
+hold ends — until a synchronous standby streams again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from qtg.db import Database, sql_family
-from qtg.domain.durability import Durability, judge
+from qtg.domain.durability import Durability, holds, judge
 from qtg.services.notifications import raise_notification, resolve_notification
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ class DurabilityWatch:
     def __init__(
         self,
         *,
-        require_synchronous: bool,
+        require_synchronous: str,
         observer: Callable[[Durability, bool], None] | None = None,
     ) -> None:
         self.require_synchronous = require_synchronous
@@ -73,10 +75,10 @@ class DurabilityWatch:
     async def holds_submits(self, ctx: ServiceContext) -> bool:
         """Whether this dispatch pass must claim nothing (a fresh reading);
         pages when a hold starts and resolves the page when it ends."""
-        if not self.require_synchronous:
+        if self.require_synchronous == "false":
             return False
         state = await self.check(ctx.db)
-        hold = not state.synchronous
+        hold = holds(state, self.require_synchronous)
         if hold != self.holding:
             async with ctx.db.transaction() as tx:
                 if hold:
@@ -87,9 +89,9 @@ class DurabilityWatch:
                         dedupe_key=HOLD_DEDUPE_KEY,
                         subject="irreversible submits held: no synchronous standby acknowledges",
                         body=(
-                            f"{state.reason}. MG_REQUIRE_SYNCHRONOUS_REPLICATION=true: READY "
-                            "nodes wait until a synchronous standby streams again (or the "
-                            "setting is turned off)."
+                            f"{state.reason}. MG_REQUIRE_SYNCHRONOUS_REPLICATION="
+                            f"{self.require_synchronous}: READY nodes wait until a "
+                            "synchronous standby streams again (or the setting is false)."
                         ),
                     )
                 else:

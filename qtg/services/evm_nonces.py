@@ -101,9 +101,11 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
                         row["address"],
                         row["chain_id"],
                     )
-                    await tx.execute(SQL.flag_attention, {"id": row["id"]})
+                    await tx.execute(SQL.flag_attention, _owned(row))
                 continue
-            await tx.execute(SQL.settle, {"id": row["id"], "state": verdict.value})
+            await tx.execute(
+                SQL.settle, {**_owned(row), "state": verdict.value, "from_state": row["state"]}
+            )
             settled += 1
     judge: ChainJudge | None = getattr(ctx.providers, "evm_judge", None)
     if judge is not None:
@@ -172,18 +174,22 @@ async def reconcile_account(
                 **args,
                 "stale_seconds": ctx.settings.evm_nonce_reservation_stale_seconds,
                 "pass_started": pass_started,
+                "network_class": ctx.settings.network_class,
             },
         )
         top = max((r["nonce"] for r in rows if r["state"] != "released"), default=-1)
         for row in rows:
+            if not row["mine"]:
+                continue  # another network class's: its own runtimes reconcile it
             if row["state"] == "consumed":
+                if await tx.fetchrow(SQL.reopen, _owned(row)) is None:
+                    continue
                 log.warning(
                     "nonce %s of %s on chain %s is unused again (reorg): reopened",
                     row["nonce"],
                     address,
                     chain_id,
                 )
-                await tx.execute(SQL.reopen, {"id": row["id"]})
                 changed += 1
             elif not (row["state"] in ("broadcast", "reserved") and row["stale"]):
                 if (
@@ -193,8 +199,9 @@ async def reconcile_account(
                     and fees is not None
                 ):
                     raw = await _fill(tx, judge, chain_id, address, row, fees)
-                    to_send.append(raw)
-                    changed += 1
+                    if raw is not None:
+                        to_send.append(raw)
+                        changed += 1
                 continue
             if row["tx_hash"]:
                 signed = await tx.fetchrow(SQL.newest_signed, {"tx_hash": row["tx_hash"]})
@@ -205,10 +212,20 @@ async def reconcile_account(
     return changed
 
 
+def _owned(row: Any) -> dict[str, Any]:
+    """The row's id and the owner it was read with: a write checks both (issue 44 item 5)."""
+    return {
+        "id": row["id"],
+        "request_node_id": row["request_node_id"],
+        "attempt_no": row["attempt_no"],
+    }
+
+
 async def _fill(
     tx: Tx, judge: ChainJudge, chain_id: int, address: str, row: Any, fees: tuple[int, int]
-) -> str:
-    """Sign, keep and audit the gap fill of one released nonce; its raw bytes."""
+) -> str | None:
+    """Sign, keep and audit the gap fill of one released nonce; its raw bytes (None: the
+    row is no longer the released one read, so nothing was kept)."""
     payload = {
         "from": judge.signer_address,
         "to": judge.signer_address,
@@ -225,6 +242,10 @@ async def _fill(
 
     raw = await judge.sign(payload)
     tx_hash = raw_tx_hash(raw)
+    if await tx.fetchrow(SQL.take_for_gap_fill, {**_owned(row), "tx_hash": tx_hash}) is None:
+        # the released row moved since it was read (its owner wrote it): nothing is kept
+        # and nothing leaves; the next pass looks again
+        return None
     await tx.execute(
         SQL.record_signed,
         {
@@ -241,7 +262,6 @@ async def _fill(
             "attempt_no": None,
         },
     )
-    await tx.execute(SQL.take_for_gap_fill, {"id": row["id"], "tx_hash": tx_hash})
     await record_audit(
         tx,
         actor="evm_nonce_reaper",

@@ -20,6 +20,7 @@ from typing import Any
 
 from qtg.config import Settings
 from qtg.db import Database, Jsonb, Tx, sql_family
+from qtg.domain.custody import approval_seal
 from qtg.domain.derive import NodeView
 from qtg.domain.execution import approval_releases, frontier_keys
 from qtg.domain.faults import completed_side_effects, four_eyes_violation
@@ -27,7 +28,7 @@ from qtg.domain.plan import Plan, canonical_json, compile_graph, compiled_plan_h
 from qtg.domain.states import IN_FLIGHT_NODE_STATES, NodeState, RequestState
 from qtg.providers.base import IntentRejected
 from qtg.providers.registry import ProviderRegistry, UnknownExecutorError
-from qtg.services import progress
+from qtg.services import policies, progress
 from qtg.services.auditing import record_audit
 from qtg.services.errors import (
     Conflict,
@@ -258,6 +259,17 @@ async def create_movement(
             plan = compile_graph(version["graph"])
             if providers is not None:
                 check_intent(providers, plan, intent)
+            # Issue 45: the active policy decides first; a block raises (403 naming
+            # the rule) and this transaction stores nothing.
+            governed = await policies.decide_at_creation(
+                tx,
+                template_key=template_key,
+                plan=plan,
+                network_class=network_class or settings.network_class,
+                intent=intent,
+                input_params=input_params,
+                initiator=actor,
+            )
             request_id = await tx.fetchval(
                 SQL.insert_request,
                 {
@@ -282,6 +294,8 @@ async def create_movement(
                         "template_version_id": version["template_version_id"],
                     },
                 )
+                if governed is not None:
+                    policies.record_decision(tx, request_id, *governed)
                 await record_audit(
                     tx,
                     actor=actor,
@@ -387,9 +401,17 @@ def _check_four_eyes(d: _Decision, decision: str, node: Mapping[str, Any]) -> No
 _PENDING = frozenset({R.PENDING_APPROVAL})
 
 
-async def approve_movement(db: Database, request_id: object, *, actor: str) -> dict[str, Any]:
+async def approve_movement(
+    db: Database, request_id: object, *, actor: str, actor_role: str = "operator"
+) -> dict[str, Any]:
     """PENDING_APPROVAL → APPROVED; the frontier nodes become READY (a qtg_dispatch
-    notify follows on commit). Four-eyes: the creator cannot approve."""
+    notify follows on commit). Four-eyes: the creator cannot approve.
+
+    A movement created under a policy (issue 45) is approved by its rule: each
+    call records one principal's approval (`actor_role` is the caller's role,
+    for rules that name a role) and the movement stays PENDING_APPROVAL until
+    the rule's count of distinct eligible principals is in; then it is APPROVED
+    and its roots wait the rule's delay, if any."""
     async with _deciding(db, request_id, actor, "approve", _PENDING) as d:
         if d.row["created_by"] == actor:
             raise Forbidden(
@@ -407,6 +429,16 @@ async def approve_movement(db: Database, request_id: object, *, actor: str) -> d
                     "expires_at": expires_at.isoformat(),
                 },
             )
+        delay = 0
+        if d.row["policy_version"] is not None:
+            step = await policies.approve_under_policy(
+                d.tx, d.row, actor=actor, actor_role=actor_role
+            )
+            if not step.complete:
+                return await d.finish(
+                    "approval_recorded", approvers=step.approvers, required=step.required
+                )
+            delay = step.delay_seconds
         snap = await d.snapshot()  # under the request's lock: every node BLOCKED
         roots = approval_releases(snap.nodes)
         for key in roots:
@@ -415,16 +447,25 @@ async def approve_movement(db: Database, request_id: object, *, actor: str) -> d
         # The request's state and frontier in one UPDATE, then its roots READY:
         # events request APPROVED, frontier_advanced, each root READY. Deferred:
         # sent with the movement's read in finish(), in one round trip.
+        # The seal of what is approved (issue 45 item 5), over the rows read under
+        # the lock: the signer refuses anything that no longer matches it.
+        seal = approval_seal(snap.request, snap.nodes)
         d.tx.defer(
             SQL.approve_request,
-            {"request_id": d.row["id"], "actor": actor, "frontier": frontier},
+            {
+                "request_id": d.row["id"],
+                "actor": actor,
+                "frontier": frontier,
+                "approval_seal": seal,
+            },
         )
         d.tx.defer(SQL.release_roots, {"request_id": d.row["id"], "node_keys": roots})
+        policies.delay_roots(d.tx, d.row["id"], delay)
         snap.request["request_state"] = R.APPROVED
         snap.request["current_frontier"] = frontier
         # only-manual frontier: WAITING_MANUAL_ACTION
         await progress.settle_request_state(d.tx, snap)
-        return await d.finish("approved")
+        return await d.finish("approved", approval_seal=seal)
 
 
 async def reject_movement(

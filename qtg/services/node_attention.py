@@ -48,6 +48,8 @@ SQL = sql_family(
     "node_attention",
     "raise_attention",
     "raise_transient_attention",
+    "raise_observe_failing",
+    "resolve_observe_failing",
     "unsettled",
     "lock_request",
     "lock_request_for_resolve",
@@ -101,6 +103,7 @@ async def raise_attention(ctx: ServiceContext) -> int:
         rows = await tx.fetch(SQL.raise_attention, args)
     async with ctx.db.transaction() as tx:
         waiting = await tx.fetch(SQL.raise_transient_attention, args)
+    await page_failing_observations(ctx, args)
     for row in rows:
         log.warning(
             "request_attention: node undecided for %.0f s; movement needs a person",
@@ -119,6 +122,25 @@ async def raise_attention(ctx: ServiceContext) -> int:
             extra={"request_id": str(row["request_id"]), "node_key": row["node_key"]},
         )
     return len({row["request_id"] for row in (*rows, *waiting) if row["moved"]})
+
+
+async def page_failing_observations(ctx: ServiceContext, args: Mapping[str, Any]) -> int:
+    """Issue 44 item 2: page (critical, once per run of failures) every node whose
+    observations have failed in a row for MG_NODE_UNKNOWN_ATTENTION_SECONDS, and
+    resolve the pages of nodes that answer again or left observation. The
+    movement stays EXECUTING: the node keeps being observed. Returns how many
+    pages were raised."""
+    raised = await ctx.db.fetch(SQL.raise_observe_failing, dict(args))
+    await ctx.db.fetch(SQL.resolve_observe_failing, {"limit": args["limit"]})
+    for row in raised:
+        log.warning(
+            "observe_failing: node's observations failed %d times in a row for %.0f s;"
+            " its money may be in flight, unwatched",
+            row["observe_errors"],
+            row["failing_seconds"],
+            extra={"request_id": str(row["request_id"]), "node_key": row["node_key"]},
+        )
+    return len(raised)
 
 
 async def settle_unsettled(ctx: ServiceContext) -> int:

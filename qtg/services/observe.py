@@ -46,13 +46,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import trio
 
 from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.execution import build_execution_context
-from qtg.domain.observe_policy import observation_timed_out, observe_interval
+from qtg.domain.observe_policy import (
+    MAX_BACKOFF_SECONDS,
+    observation_timed_out,
+    observe_interval,
+)
 from qtg.domain.refs import ConfigRefResolutionError
 from qtg.domain.states import NodeState, RequestState
+from qtg.providers.answers import clean_object, clean_optional_text, clean_text
 from qtg.providers.base import ObserveStatus
 from qtg.providers.registry import UnknownExecutorError
 from qtg.services import progress
@@ -273,6 +279,9 @@ class Observed:
     retry_after: float | None = None
     refs: dict[str, Any] | None = None
     artifacts: dict[str, Any] | None = None
+    #: The provider could not be asked or did not answer (it raised, timed out,
+    #: the executor is gone): "still pending", counted on the node (issue 44).
+    failed: bool = False
 
 
 TIMED_OUT = "TIMED_OUT"
@@ -296,7 +305,9 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
             found[i] = await _look(ctx, c.snap, c.node, c.row["db_now"])
             return
         # cut off well inside the lease: nobody else observes the node meanwhile
-        found[i] = Observed(ObserveStatus.PENDING, detail=f"observe took longer than {limit:g} s")
+        found[i] = Observed(
+            ObserveStatus.PENDING, detail=f"observe took longer than {limit:g} s", failed=True
+        )
 
     if len(claimed) == 1:
         await look(0)
@@ -314,7 +325,16 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
         # The common case of waiting work: every node still in flight. One
         # statement, its own lease check, locks and commit (no snapshot: no rule
         # runs on "still pending").
-        rows = await ctx.db.fetch(SQL.record_pending_batch, _pending_params(lease.token, pending))
+        try:
+            rows = await ctx.db.fetch(
+                SQL.record_pending_batch, _pending_params(lease.token, pending)
+            )
+        except Exception as exc:  # a value of one node (unstorable, unencodable)
+            if not _node_may_be_the_cause(exc):
+                raise
+            # One node's row must not cost the batch its write (issue 44 item 2):
+            # each node alone; one whose write still fails is recorded as failing.
+            rows = await _record_pending_one_by_one(ctx, lease.token, pending, exc)
         written = {r["id"] for r in rows}
         done.left.extend(
             (c.row["node_state"], float(c.row["in_state_seconds"]))
@@ -323,7 +343,12 @@ async def _observe_leased(ctx: ServiceContext, lease: Lease) -> None:
         )
         kept = len(written)
     else:
-        kept = await _record_mixed(ctx, lease, found, done)
+        try:
+            kept = await _record_mixed(ctx, lease, found, done)
+        except Exception as exc:  # a rule or a value of one node: the others still written
+            if not _node_may_be_the_cause(exc):
+                raise
+            kept = await _record_mixed_one_by_one(ctx, lease, found, done, exc)
     if kept < len(claimed):
         log.info(
             "observations discarded: lease lost or node moved on",
@@ -336,17 +361,117 @@ def _pending_params(
     token: uuid.UUID, pending: Sequence[tuple[Claimed, Observed]]
 ) -> dict[str, Any]:
     """sql/observe/record_pending_batch.sql's parameters: "still pending, next at
-    T" for these observations, under the lease `token`."""
+    T" for these observations, under the lease `token`; a failed observation
+    counted as such (its next one spaced out, up to MAX_BACKOFF_SECONDS)."""
     return {
         "lease": token,
         "request_ids": sorted({c.row["request_id"] for c, _ in pending}),
         "node_ids": [c.node["id"] for c, _ in pending],
         "attempts": [c.node["attempt_no"] for c, _ in pending],
         "intervals": [observe_interval(c.node["action_type"], o.retry_after) for c, o in pending],
-        "details": [o.detail for _, o in pending],
-        "refs": [Jsonb(o.refs or {}) for _, o in pending],
-        "artifacts": [Jsonb(o.artifacts or {}) for _, o in pending],
+        "details": [clean_optional_text(o.detail) for _, o in pending],
+        "refs": [Jsonb(clean_object(o.refs)) for _, o in pending],
+        "artifacts": [Jsonb(clean_object(o.artifacts)) for _, o in pending],
+        "failed": [o.failed for _, o in pending],
+        "max_backoff": float(MAX_BACKOFF_SECONDS),
     }
+
+
+def _node_may_be_the_cause(exc: Exception) -> bool:
+    """Whether a failed outcome write may be one node's doing (a value the
+    database refuses, a rule that raised on it), so that writing the nodes one
+    by one saves the others — not a lost connection or a timeout, which the
+    next pass meets anyway (and the leases then run out as before)."""
+    return not isinstance(exc, psycopg.OperationalError) or isinstance(
+        exc, psycopg.errors.ProgramLimitExceeded
+    )
+
+
+async def _record_pending_one_by_one(
+    ctx: ServiceContext,
+    token: uuid.UUID,
+    pending: Sequence[tuple[Claimed, Observed]],
+    batch_error: Exception,
+) -> list[dict[str, Any]]:
+    """The batch's "still pending" write failed: write each node's alone; a node
+    whose own write fails is recorded as failing (`_record_write_failure`)."""
+    log.warning(
+        "observer batch write failed; writing its nodes one by one",
+        extra={"nodes": len(pending), "error": _error_text(batch_error)},
+    )
+    rows: list[dict[str, Any]] = []
+    for c, observed in pending:
+        try:
+            rows.extend(
+                await ctx.db.fetch(
+                    SQL.record_pending_batch, _pending_params(token, [(c, observed)])
+                )
+            )
+        except Exception as exc:
+            if not _node_may_be_the_cause(exc):
+                raise
+            await _record_write_failure(ctx, token, c, exc)
+    return rows
+
+
+async def _record_mixed_one_by_one(
+    ctx: ServiceContext,
+    lease: Lease,
+    found: Sequence[Observed | None],
+    done: Done,
+    batch_error: Exception,
+) -> int:
+    """The batch's outcome transaction failed: each node's outcome in a
+    transaction of its own (`_record_mixed` of one); a node whose own write
+    fails is recorded as failing."""
+    log.warning(
+        "observer outcome write failed; writing its nodes one by one",
+        extra={"nodes": len(lease.claimed), "error": _error_text(batch_error)},
+    )
+    kept = 0
+    for c, observed in zip(lease.claimed, found, strict=True):
+        try:
+            kept += await _record_mixed(
+                ctx, Lease(lease.token, [c], lease.claimed_at), [observed], done
+            )
+        except Exception as exc:
+            if not _node_may_be_the_cause(exc):
+                raise
+            await _record_write_failure(ctx, lease.token, c, exc)
+    return kept
+
+
+def _error_text(exc: BaseException) -> str:
+    return clean_text(f"{type(exc).__name__}: {exc}")
+
+
+async def _record_write_failure(
+    ctx: ServiceContext, token: uuid.UUID, c: Claimed, exc: Exception
+) -> None:
+    """What the provider answered for this node could not be written: record
+    that on the node as a failed observation (no refs, no artifacts: nothing
+    of the answer), under the lease, so it is counted, spaced out and paged
+    like any other failure — and the answer is asked for again later."""
+    log.error(
+        "an observation of this node could not be written; recorded as a failed observation",
+        extra={"node_key": c.node["node_key"], "error": _error_text(exc)},
+    )
+    await ctx.db.fetch(
+        SQL.record_pending_batch,
+        _pending_params(
+            token,
+            [
+                (
+                    c,
+                    Observed(
+                        ObserveStatus.PENDING,
+                        detail=f"the observation could not be stored: {_error_text(exc)}",
+                        failed=True,
+                    ),
+                )
+            ],
+        ),
+    )
 
 
 async def _record_mixed(
@@ -427,13 +552,17 @@ async def _look(
     except (ConfigRefResolutionError, UnknownExecutorError) as exc:
         # The side effect (if any) is out there: keep watching, and say why we can't.
         log.error("cannot observe node", extra={"node_key": node["node_key"], "error": str(exc)})
-        return Observed(ObserveStatus.PENDING, detail=f"cannot observe: {exc}")
+        return Observed(ObserveStatus.PENDING, detail=f"cannot observe: {exc}", failed=True)
     except Exception as exc:
+        # Still pending (the side effect may be out there), but counted on the
+        # node: spaced out, and paged past the bound (issue 44 item 2).
         log.warning(
             "observe raised; will observe again",
-            extra={"node_key": node["node_key"], "error": f"{type(exc).__name__}: {exc}"},
+            extra={"node_key": node["node_key"], "error": _error_text(exc)},
         )
-        return Observed(ObserveStatus.PENDING, detail=f"observe raised {type(exc).__name__}: {exc}")
+        return Observed(
+            ObserveStatus.PENDING, detail=f"observe raised {_error_text(exc)}", failed=True
+        )
     if result.status == ObserveStatus.PENDING:
         return Observed(
             ObserveStatus.PENDING,

@@ -20,6 +20,7 @@ from qtg.db import Jsonb, Query, Tx, sql_family
 from qtg.domain.derive import NodeView, derive_request_state
 from qtg.domain.execution import frontier_keys, releasable_successors
 from qtg.domain.states import NodeState, RequestState, request_transition_allowed
+from qtg.providers.answers import clean_object, clean_optional_text, clean_text
 
 SQL = sql_family(
     "progress",
@@ -156,6 +157,8 @@ def _claimed_snapshots(rows: Sequence[Mapping[str, Any]]) -> dict[Any, Snapshot]
         if row["request_id"] in out:
             continue
         request = {k: row[k] for k in CLAIMED_REQUEST_COLUMNS}
+        # issue 45: whether a policy governs it (the dispatch claim reads it)
+        request["policy_version"] = row.get("policy_version")
         request["id"], request["created_at"] = row["request_id"], row["request_created_at"]
         out[row["request_id"]] = Snapshot(request, [], list(row.get("plan_edges") or []))
     return out
@@ -249,8 +252,10 @@ def record_node_error(
         {
             "node_ids": node_id,
             "node_states": state,
-            "error_codes": error_code,
-            "error_details": (error_detail or "")[:2000] or None,
+            # an exception's text may carry a provider's bytes (a NUL fails the
+            # commit of every outcome deferred with this one): cleaned (issue 44)
+            "error_codes": clean_text(error_code, 100),
+            "error_details": clean_optional_text(error_detail or None),
         },
         unit=request_id,
         row_id=node_id,
@@ -280,12 +285,13 @@ async def complete_node(
     provider_refs: Mapping[str, Any] | None = None,
     artifacts: Mapping[str, Any] | None = None,
 ) -> None:
+    provider_refs, artifacts = clean_object(provider_refs), clean_object(artifacts)
     tx.defer_row(
         SQL.complete_node,
         {
             "node_ids": node["id"],
-            "provider_refs": Jsonb(dict(provider_refs or {})),
-            "artifacts": Jsonb(dict(artifacts or {})),
+            "provider_refs": Jsonb(provider_refs),
+            "artifacts": Jsonb(artifacts),
         },
         unit=snap.request["id"],
         row_id=node["id"],

@@ -22,6 +22,7 @@ from typing import Any
 from qtg.config import Settings
 from qtg.db import Database, Jsonb, Tx, sql_family
 from qtg.domain.plan import PlanError, compile_graph
+from qtg.providers.registry import ProviderRegistry
 from qtg.services import templates
 from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
@@ -82,8 +83,12 @@ async def create_proposal(
     graph: Any,
     risk_controls: Mapping[str, Any] | None = None,
     actor: str,
+    providers: ProviderRegistry | None = None,
 ) -> dict[str, Any]:
-    """Propose a new version of `template_key` (the template need not exist yet)."""
+    """Propose a new version of `template_key` (the template need not exist yet).
+
+    A graph no registered executor can run is refused here already (and again
+    at approval, for the executors may have changed meanwhile)."""
     risk_controls = {} if risk_controls is None else risk_controls
     templates.check_template_header(template_key, name, risk_controls)
     templates.check_template_size(graph, settings.template_max_nodes)
@@ -94,6 +99,7 @@ async def create_proposal(
         plan = compile_graph(graph)
     except PlanError as exc:
         raise _plan_error(exc) from None
+    templates.check_executors(plan, providers)
     async with db.transaction() as tx:
         proposal = await tx.fetchrow(
             SQL.insert_proposal,
@@ -174,8 +180,11 @@ async def approve_proposal(
     actor: str,
     note: str | None = None,
     max_nodes: int = templates.DEFAULT_TEMPLATE_MAX_NODES,
+    providers: ProviderRegistry | None = None,
 ) -> dict[str, Any]:
-    """PENDING_REVIEW → APPROVED and the new template version, in one transaction."""
+    """PENDING_REVIEW → APPROVED and the new template version, in one transaction;
+    a graph the registered executors cannot run is refused (422) and the
+    proposal stays PENDING_REVIEW."""
     note = _note(note)
     async with db.transaction() as tx:
         row = await _pending(tx, proposal_id, "approve")
@@ -204,6 +213,7 @@ async def approve_proposal(
                 risk_controls=row["risk_controls"],
                 actor=actor,
                 max_nodes=max_nodes,
+                providers=providers,
             )
         except PlanError as exc:  # the plan rules changed since it was proposed
             raise _plan_error(exc) from None

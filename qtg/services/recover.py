@@ -34,6 +34,7 @@ from qtg.domain.execution import build_execution_context
 from qtg.domain.faults import may_attempt_again, recovery_retry_delay, submitting_grace_seconds
 from qtg.domain.observe_policy import RECOVERY_LANES, recovery_arm_size
 from qtg.domain.states import NodeState
+from qtg.providers.answers import clean_text
 from qtg.providers.base import RecoverOutcome
 from qtg.services import node_attention, progress
 from qtg.services.batch import run_each
@@ -47,6 +48,7 @@ SQL = sql_family(
     "claim_node",
     "record_in_flight",
     "touch_node",
+    "record_failure",
     "new_attempt",
     "next_due",
 )
@@ -77,6 +79,7 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
     settings = ctx.settings
     arm = recovery_arm_size(settings.node_recovery_batch_size)
     total = 0
+    failures: list[Exception] = []
     for lane in RECOVERY_LANES:
         grace = lane_grace_seconds(settings, lane)
         candidates = await ctx.db.fetch(
@@ -91,11 +94,45 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
         )
         if candidates:
             total += await run_each(
-                lambda row, g=grace: _recover_one(ctx, row["id"], g), candidates, CONCURRENCY
+                lambda row, g=grace: _recover_isolated(ctx, row["id"], g, failures),
+                candidates,
+                CONCURRENCY,
             )
     # Then what recovery alone cannot end (issue 25): requests whose settle was
-    # lost, and nodes undecided for too long, put in front of a person.
-    return total + await node_attention.sweep(ctx)
+    # lost, and nodes undecided for too long, put in front of a person. They run
+    # whatever one node's recovery did (issue 44 item 2): a failure above was
+    # recorded on its node, and one that could not even be recorded is raised
+    # only now.
+    total += await node_attention.sweep(ctx)
+    if failures:
+        raise failures[0]
+    return total
+
+
+async def _recover_isolated(
+    ctx: ServiceContext, node_id: Any, grace_seconds: float, failures: list[Exception]
+) -> int:
+    """`_recover_one`, whose failure (a value the database refuses in its writes,
+    a rule that raised) is recorded on that node — paced like an undecided
+    recover(), so it goes to the back of its lane and pages past the bound —
+    and never reaches the other nodes of the pass nor its sweeps."""
+    try:
+        return await _recover_one(ctx, node_id, grace_seconds)
+    except Exception as exc:
+        detail = clean_text(f"recovery of this node failed: {type(exc).__name__}: {exc}")
+        log.error("recovering a node failed", extra={"node_id": str(node_id), "error": detail})
+        try:
+            await ctx.db.execute(
+                SQL.record_failure,
+                {
+                    "node_id": node_id,
+                    "error_detail": detail,
+                    "delay_seconds": ctx.settings.node_recovery_retry_max_seconds,
+                },
+            )
+        except Exception as again:  # the database itself: raised once the pass is over
+            failures.append(again)
+        return 0
 
 
 async def next_recovery_due(ctx: ServiceContext) -> datetime | None:
@@ -129,7 +166,7 @@ async def _recover_one(ctx: ServiceContext, node_id: Any, grace_seconds: float) 
             )
             tx.defer(
                 SQL.touch_node,
-                {"node_id": node_id, "error_detail": detail[:2000], "delay_seconds": delay},
+                {"node_id": node_id, "error_detail": clean_text(detail), "delay_seconds": delay},
             )
             return 0
 

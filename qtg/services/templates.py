@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from qtg.db import Database, Jsonb, Tx, sql_family
-from qtg.domain.plan import compile_graph
+from qtg.domain.plan import Plan, compile_graph
+from qtg.providers.registry import AmbiguousExecutorError, ProviderRegistry, UnknownExecutorError
 from qtg.services.auditing import record_audit
 from qtg.services.errors import InvalidInput, NotFound
 
@@ -67,6 +68,42 @@ def check_template_header(template_key: Any, name: Any, risk_controls: Any) -> N
         raise InvalidInput("risk_controls must be an object", detail={"field": "risk_controls"})
 
 
+def check_executors(plan: Plan, providers: ProviderRegistry | None) -> None:
+    """Refuse a plan whose action or observe node no registered executor serves.
+
+    Such a template used to be stored (201) and its movements failed only after
+    approval, at dispatch, with EXECUTOR_NOT_FOUND (issue 44). The check is the
+    dispatcher's own lookup (`ProviderRegistry.executor_for`: by executor_key
+    when the node names one, else the only executor of its action_type), so
+    the two cannot disagree. Manual nodes are completed by an operator and
+    need no executor. `providers` None (seeding and service-level tests, which
+    run no dispatcher) skips the check; every API route passes its registry.
+    """
+    if providers is None:
+        return
+    for node in plan.nodes:
+        if node.kind == "manual":
+            continue
+        try:
+            providers.executor_for(node.action_type, node.executor_key)
+        except UnknownExecutorError as exc:
+            ambiguous = isinstance(exc, AmbiguousExecutorError)
+            field_name = f"graph.nodes[{node.position}]." + (
+                "executor_key" if node.executor_key is not None else "action_type"
+            )
+            raise InvalidInput(
+                f"{field_name}: node {node.key!r}: {exc}",
+                code="EXECUTOR_AMBIGUOUS" if ambiguous else "EXECUTOR_NOT_FOUND",
+                detail={
+                    "field": field_name,
+                    "node_key": node.key,
+                    "action_type": node.action_type,
+                    "executor_key": node.executor_key,
+                    "registered_action_types": sorted(providers.action_types()),
+                },
+            ) from None
+
+
 async def create_template_version_in(
     tx: Tx,
     *,
@@ -77,17 +114,20 @@ async def create_template_version_in(
     risk_controls: Mapping[str, Any] | None = None,
     actor: str,
     max_nodes: int = DEFAULT_TEMPLATE_MAX_NODES,
+    providers: ProviderRegistry | None = None,
 ) -> dict[str, Any]:
     """Create the template if needed and add a new ACTIVE version, in `tx`.
 
     Raises PlanError (naming the node or edge at fault) for an invalid graph
-    and InvalidInput for a bad key, name or risk_controls, or a graph of more
-    than `max_nodes` nodes (MG_TEMPLATE_MAX_NODES).
+    and InvalidInput for a bad key, name or risk_controls, a graph of more
+    than `max_nodes` nodes (MG_TEMPLATE_MAX_NODES), or a node no executor of
+    `providers` serves (EXECUTOR_NOT_FOUND) — all before anything is written.
     """
     risk_controls = {} if risk_controls is None else risk_controls
     check_template_header(template_key, name, risk_controls)
     check_template_size(graph, max_nodes)
     plan = compile_graph(graph)
+    check_executors(plan, providers)
     template = await tx.fetchrow(
         SQL.upsert_template,
         {"template_key": template_key, "name": name, "description": description or ""},
@@ -163,6 +203,7 @@ async def create_template(
     risk_controls: Mapping[str, Any] | None = None,
     actor: str,
     max_nodes: int = DEFAULT_TEMPLATE_MAX_NODES,
+    providers: ProviderRegistry | None = None,
 ) -> dict[str, Any]:
     async with db.transaction() as tx:
         return await create_template_version_in(
@@ -174,6 +215,7 @@ async def create_template(
             risk_controls=risk_controls,
             actor=actor,
             max_nodes=max_nodes,
+            providers=providers,
         )
 
 

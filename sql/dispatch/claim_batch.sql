@@ -67,7 +67,7 @@ WITH RECURSIVE heads AS (
 SELECT n.id, n.request_id,
        r.request_state, r.compiled_plan_hash,
        r.intent, r.input_params,
-       r.current_frontier, r.template_version_id,
+       r.current_frontier, r.template_version_id, r.policy_version,
        r.created_at AS request_created_at,
        movement_templates.template_key, template_versions.version AS template_version,
        template_versions.risk_controls,
@@ -83,7 +83,8 @@ SELECT n.id, n.request_id,
 FROM heads h
 CROSS JOIN LATERAL (
     SELECT r.id, r.request_state, r.compiled_plan_hash, r.intent, r.input_params,
-           r.current_frontier, r.template_version_id, r.template_id, r.created_at
+           r.current_frontier, r.template_version_id, r.template_id, r.created_at,
+           r.policy_version
     FROM movement_requests r
     WHERE r.id = h.request_id
       AND (r.request_state IN ('APPROVED', 'EXECUTING')

@@ -1,7 +1,8 @@
 -- evm_nonce_reaper: open reservations untouched for the threshold, one runtime each.
 -- Only reservations of this runtime's network class (issue 25): the class of the
 -- movement whose node reserved the nonce (request_node_id is that node's id as
--- text; the CASE keeps a value that is not a uuid from failing the cast). A
+-- text, or `<node id>:approve…` for its allowance raises; the CASE keeps a value that
+-- is not a uuid from failing the cast). A
 -- reservation that names no node (qtg's executors always name one) belongs to
 -- no class and is reaped by whichever runtime gets to it: the verdict is the
 -- chain's alone, and nothing is written on a movement for it.
@@ -12,12 +13,13 @@
 -- that sent nothing. The submit keeps its bytes or the node is recovered, and
 -- recover() releases an attempt that never signed (NOTHING_SIGNED).
 SELECT res.id, res.chain_id, res.address, res.nonce, res.state, res.tx_hash,
-       res.request_node_id, res.attention_raised,
+       res.request_node_id, res.attempt_no, res.attention_raised,
        now() - res.updated_at > make_interval(secs => %(attention_seconds)s) AS past_attention
 FROM evm_nonce_reservations res
 LEFT JOIN movement_request_nodes n
-       ON n.id = CASE WHEN res.request_node_id ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                      THEN res.request_node_id::uuid END
+       ON n.id = CASE WHEN split_part(res.request_node_id, ':', 1)
+                           ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                      THEN split_part(res.request_node_id, ':', 1)::uuid END
 LEFT JOIN movement_requests r ON r.id = n.request_id
 WHERE res.state IN ('reserved', 'broadcast')
   AND res.updated_at < now() - make_interval(secs => %(stale_seconds)s)

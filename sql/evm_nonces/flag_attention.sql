@@ -1,8 +1,11 @@
 -- A broadcast nonce unmined past MG_EVM_NONCE_ATTENTION_SECONDS: flag it once and put a
--- request_attention event on the movement that owns it, for a person to look at.
+-- request_attention event on the movement that owns it, for a person to look at (only
+-- while the claimed owner still holds it: issue 44 item 5).
 WITH flagged AS (
     UPDATE evm_nonce_reservations SET attention_raised = true
     WHERE id = %(id)s
+      AND request_node_id IS NOT DISTINCT FROM %(request_node_id)s
+      AND attempt_no IS NOT DISTINCT FROM %(attempt_no)s
     RETURNING request_node_id, chain_id, address, nonce, tx_hash
 )
 SELECT qtg_record_event(n.request_id, n.id, n.node_key, 'request_attention', NULL, NULL,

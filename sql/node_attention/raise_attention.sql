@@ -42,11 +42,16 @@ WITH due AS (
               -- money in flight on another branch is never abandoned (the observer and
               -- recovery work only on EXECUTING requests): wait until it settles. The
               -- test wrapped in IS TRUE: only the request_id index reaches the siblings.
+              -- A sibling whose observations have failed for the bound is not being
+              -- watched (issue 44 item 2: it pages itself, raise_observe_failing.sql):
+              -- it must not silence this node.
               AND NOT EXISTS (
                   SELECT 1 FROM movement_request_nodes o
                   WHERE o.request_id = n.request_id
                     AND (o.id <> n.id
-                         AND (o.node_state IN ('SUBMITTED', 'OBSERVING')
+                         AND ((o.node_state IN ('SUBMITTED', 'OBSERVING')
+                               AND NOT coalesce(o.observe_failing_since < now() - make_interval(
+                                       secs => %(attention_seconds)s), false))
                               OR (o.node_state = 'SUBMITTING'
                                   AND coalesce(o.state_entered_at, o.updated_at)
                                       >= now() - make_interval(

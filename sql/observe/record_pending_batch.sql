@@ -21,6 +21,14 @@
 -- already holds the requests (the mixed path of qtg/services/observe.py), the
 -- lock is taken again at no cost.
 --
+-- A failed observation (o.failed: it raised, timed out, or could not be asked)
+-- is "still pending" too — the side effect may be out there — but it is
+-- counted on the node (issue 44 item 2): observe_errors + 1, observe_failing_since
+-- kept from the first failure of the run (the attention sweep pages past the
+-- bound), and the next observation spaced out, the interval doubled per
+-- failure in a row (capped at %(max_backoff)s), so a failing node does not
+-- come back at the head of every claim. Any answer ends the run.
+--
 -- The plan is fixed whatever the statistics (tests/test_plans.py): each
 -- request by primary key in sorted id order (the shape and the reason of
 -- sql/observe/relock_requests.sql: written as r.id = ANY(ids) AND
@@ -29,14 +37,21 @@
 UPDATE movement_request_nodes n
 SET node_state = 'OBSERVING',
     observe_count = n.observe_count + 1,
-    next_observe_at = now() + make_interval(secs => o.interval_seconds),
+    next_observe_at = now() + make_interval(secs => CASE WHEN o.failed
+        THEN least(o.interval_seconds * power(2, least(n.observe_errors, 10)),
+                   greatest(o.interval_seconds, %(max_backoff)s::float8))
+        ELSE o.interval_seconds END),
     observe_lease = NULL,
+    observe_errors = CASE WHEN o.failed THEN n.observe_errors + 1 ELSE 0 END,
+    observe_failing_since = CASE WHEN o.failed
+        THEN coalesce(n.observe_failing_since, now()) END,
     error_detail = o.error_detail,
     provider_refs = n.provider_refs || o.provider_refs,
     artifacts = n.artifacts || o.artifacts
 FROM unnest(%(node_ids)s::uuid[], %(attempts)s::int[], %(intervals)s::float8[],
-            %(details)s::text[], %(refs)s::jsonb[], %(artifacts)s::jsonb[])
-     AS o(id, attempt_no, interval_seconds, error_detail, provider_refs, artifacts)
+            %(details)s::text[], %(refs)s::jsonb[], %(artifacts)s::jsonb[],
+            %(failed)s::boolean[])
+     AS o(id, attempt_no, interval_seconds, error_detail, provider_refs, artifacts, failed)
 WHERE n.id = o.id
   -- the node's other tests wrapped in IS TRUE: only its primary key can serve
   -- (else stale statistics AND a bitmap of the request index into it)

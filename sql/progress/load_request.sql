@@ -9,7 +9,7 @@
 -- from before a burst, the planner seq-scanned movement_requests for a batch
 -- of 64 ids (1.2 ms on 10k requests, growing with the table).
 SELECT r.id, r.request_state, r.compiled_plan_hash, r.intent, r.input_params,
-       r.current_frontier, r.template_version_id, r.created_at,
+       r.current_frontier, r.template_version_id, r.created_at, r.policy_version,
        t.template_key, v.version AS template_version, v.risk_controls
 FROM (SELECT DISTINCT wanted.id
       FROM unnest(nullif(current_setting('qtg.claimed_requests', true), '')::uuid[])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qtg.domain.durability import judge
+from qtg.domain.durability import holds, judge, required
 
 SYNC = {
     "synchronous_standby_names": "standby1",
@@ -33,3 +33,18 @@ def test_anything_less_is_not_and_says_why() -> None:
         verdict = judge({**SYNC, **change})
         assert not verdict.synchronous, change
         assert why in verdict.reason, (why, verdict.reason)
+
+
+def test_the_default_policy_holds_only_while_standbys_stream_and_none_is_synchronous() -> None:
+    lone = judge(
+        {**SYNC, "synchronous_standby_names": "", "standbys": 0, "synchronous_standbys": 0}
+    )
+    asynchronous = judge({**SYNC, "synchronous_standby_names": "", "synchronous_standbys": 0})
+    two_one_sync = judge({**SYNC, "standbys": 2})
+    # auto: a lone server has no failover to lose commits in; an asynchronous standby does
+    assert not holds(lone, "auto") and not required(lone, "auto")
+    assert holds(asynchronous, "auto") and required(asynchronous, "auto")
+    assert not holds(two_one_sync, "auto") and required(two_one_sync, "auto")
+    # true: always a synchronous standby; false: never
+    assert holds(lone, "true") and holds(asynchronous, "true") and not holds(two_one_sync, "true")
+    assert not holds(lone, "false") and not holds(asynchronous, "false")

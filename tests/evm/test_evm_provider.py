@@ -14,13 +14,13 @@ from evm.anvil import ADDRESSES, CHAIN_ID, KEYS
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.domain.context import ExecutionContext
+from qtg.domain.execution import build_sign_request
 from qtg.providers.base import ObserveStatus, PreflightError, RecoverOutcome
 from qtg.providers.evm import nonces as nonce_store
 from qtg.providers.registry import build_registry
 from qtg.runtime.registry import resolve_workers
 from qtg.services import evm_nonces
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import build_sign_request
 from qtg.services.movements import create_movement
 from qtg.services.templates import create_template
 
@@ -156,7 +156,10 @@ async def test_reserve_is_idempotent_per_attempt_and_reuses_a_released_nonce(db)
     a = await nonce_store.reserve(db, request_node_id="a", attempt_no=1, **args)
     assert await nonce_store.reserve(db, request_node_id="a", attempt_no=1, **args) == a
     b = await nonce_store.reserve(db, request_node_id="b", attempt_no=1, **args)
-    await nonce_store.mark(db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=a, state="released")
+    await nonce_store.mark(
+        db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=a, state="released",
+        owner="a", attempt_no=1,
+    )  # fmt: skip
     assert (
         await nonce_store.reserve(db, request_node_id="c", attempt_no=1, **args) == a
     )  # gap filled
@@ -197,8 +200,9 @@ async def test_a_run_reuses_released_runs_whole_and_mints_past_a_lone_released_n
         await nonce_store.reserve(db, request_node_id=f"s{i}", attempt_no=1, **args)
     for nonce in (0, 3, 4):  # a lone gap (0) and a run of two (3, 4)
         await nonce_store.mark(
-            db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=nonce, state="released"
-        )
+            db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=nonce, state="released",
+            owner=f"s{nonce}", attempt_no=1,
+        )  # fmt: skip
 
     async def run(key: str) -> list[int]:
         keys = [f"{key}:approve", key]
@@ -207,7 +211,10 @@ async def test_a_run_reuses_released_runs_whole_and_mints_past_a_lone_released_n
     assert await run("a") == [3, 4]  # the released run, whole
     assert await run("a") == [3, 4]  # the attempt's own, again (idempotent prepare)
     assert await run("b") == [6, 7]  # no run left: minted, the lone gap left alone
-    await nonce_store.mark(db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=7, state="released")
+    await nonce_store.mark(
+        db, chain_id=CHAIN_ID, address=ADDRESSES[0], nonce=7, state="released",
+        owner="b", attempt_no=1,
+    )  # fmt: skip
     assert await run("c") == [8, 9]  # minted past a released nonce on top, never onto it
     single = await nonce_store.reserve(db, request_node_id="d", attempt_no=1, **args)
     assert single == 0  # single reservations fill the lone gaps

@@ -11,6 +11,7 @@ from qtg.api import schemas as s
 from qtg.api.routing import Call, Endpoint, Reply
 from qtg.db import sql_family
 from qtg.db.migrate import MigrationError, check
+from qtg.domain.durability import required
 from qtg.services.durability import read_durability
 
 SQL = sql_family("db", "ping")
@@ -61,7 +62,7 @@ async def readyz(call: Call) -> Any:
                 state = await (watch.check(call.ctx.db) if watch else read_durability(call.ctx.db))
                 durability = {
                     **state.as_dict(),
-                    "required": call.ctx.settings.require_synchronous_replication,
+                    "required": required(state, call.ctx.settings.require_synchronous_replication),
                     "held": bool(watch and watch.holding),
                 }
             except psycopg.Error:

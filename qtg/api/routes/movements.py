@@ -50,7 +50,12 @@ async def list_movements(call: Call) -> Any:
 
 
 async def approve_movement(call: Call) -> Any:
-    return await movements.approve_movement(call.ctx.db, call.path.request_id, actor=call.actor)
+    assert call.principal is not None
+    movement = await movements.approve_movement(
+        call.ctx.db, call.path.request_id, actor=call.actor, actor_role=call.principal.role.name
+    )
+    # Issue 45: a policy's rule may need more approvals; this one is recorded.
+    return Reply(movement, 202 if movement["request_state"] == "PENDING_APPROVAL" else 200)
 
 
 async def reject_movement(call: Call) -> Any:
@@ -120,9 +125,11 @@ ENDPOINTS = [
         also=(200,),
         body_model=s.MovementCreate,
         headers=(IDEMPOTENCY_KEY,),
-        errors=(400, 404, 409),
+        errors=(400, 403, 404, 409),
         description="Requires an Idempotency-Key header. Replaying the same key with the "
-        "same body returns 200 and the movement created first; with a different body, 409.",
+        "same body returns 200 and the movement created first; with a different body, 409. "
+        "403 POLICY_BLOCKED: the active treasury policy blocks it (the body names the rule); "
+        "nothing is stored.",
     ),
     Endpoint(
         "GET",
@@ -150,8 +157,14 @@ ENDPOINTS = [
         "Approve (four-eyes: not by its creator); frontier nodes become READY",
         "movements",
         s.Movement,
-        **_DECISION,
+        **{**_DECISION, "errors": (403, 404, 409)},
         body_model=s.Empty,
+        also=(202,),
+        description="Under a treasury policy (docs/policies.md) the matched rule may need "
+        "several distinct approvers: each approval is recorded, and while more are needed "
+        "the answer is 202 with the movement still PENDING_APPROVAL. 403 POLICY_BLOCKED "
+        "(naming the rule): the active policy blocks it now; 403 NOT_AN_APPROVER: the caller "
+        "is not in the rule's group or role; 409 ALREADY_APPROVED.",
     ),
     Endpoint(
         "POST",

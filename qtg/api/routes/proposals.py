@@ -22,6 +22,7 @@ async def create_proposal(call: Call) -> Any:
             graph=body.graph,
             risk_controls=body.risk_controls,
             actor=call.actor,
+            providers=call.ctx.providers,
         ),
         201,
     )
@@ -43,6 +44,7 @@ async def approve_proposal(call: Call) -> Any:
         actor=call.actor,
         note=call.body.note,
         max_nodes=call.ctx.settings.template_max_nodes,
+        providers=call.ctx.providers,
     )
 
 

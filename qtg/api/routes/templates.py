@@ -22,6 +22,7 @@ async def create_template(call: Call) -> Any:
         risk_controls=body.risk_controls,
         actor=call.actor,
         max_nodes=call.ctx.settings.template_max_nodes,
+        providers=call.ctx.providers,
     )
 
 
@@ -55,7 +56,8 @@ ENDPOINTS = [
         errors=(),
         description="The graph is compiled and validated; a new version becomes ACTIVE and the "
         "previous one RETIRED. An invalid graph is a 422 whose detail.field names the node or "
-        "edge at fault (graph.nodes[1].kind).",
+        "edge at fault (graph.nodes[1].kind); a node no registered executor serves is a 422 "
+        "EXECUTOR_NOT_FOUND naming the node and its action_type, and nothing is stored.",
     ),
     Endpoint(
         "GET",

@@ -82,7 +82,7 @@ from qtg.providers.evm.outcome import (
     submit_signed,
 )
 from qtg.providers.evm.rpc import EvmRpc, transient_rpc_faults
-from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.signer import EvmSigner
 from qtg.providers.evm.transactions import (
     ALLOWANCE_RAISE_HEADROOM_GAS,
     allowance_raise_call,
@@ -107,7 +107,7 @@ class CcipExecutor:
         self,
         db: Database,
         rpcs: dict[int, EvmRpc],
-        signer: EvmLocalSigner,
+        signer: EvmSigner,
         lanes: dict[str, Lane],
         *,
         judge: ChainJudge,
@@ -502,7 +502,7 @@ class CcipExecutor:
             Verdict.NEEDS_PERSON,
         ):
             refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
-            result = await self._mined(refs, seen.receipt)
+            result = await self._mined(ctx, refs, seen.receipt)
             return msgspec.structs.replace(result, provider_refs={**refs, **result.provider_refs})
         if verdict is Verdict.NOT_LANDED:
             await self._settle_not_landed(ctx, refs)
@@ -542,6 +542,7 @@ class CcipExecutor:
                 chain_id=chain_id,
                 address=refs["from"],
                 nonce=int(nonce),
+                **evm_nonces.owner_of(ctx),
             )
         if "intent_id" in refs:
             await intents.move(
@@ -552,7 +553,9 @@ class CcipExecutor:
                 state_detail="the send's nonce went to another transaction: never sent",
             )
 
-    async def _mined(self, refs: dict[str, Any], receipt: dict[str, Any]) -> ObserveResult:
+    async def _mined(
+        self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
+    ) -> ObserveResult:
         """A mined ccipSend: settle the nonce and the intent; the message id, or why not."""
         block = int(receipt["blockNumber"], 16)
         for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):  # all used, in order
@@ -562,6 +565,7 @@ class CcipExecutor:
                 chain_id=int(refs["chain_id"]),
                 address=refs["from"],
                 nonce=int(nonce),
+                **evm_nonces.owner_of(ctx),
             )
         intent_id = int(refs["intent_id"])
         if int(receipt["status"], 16) != 1:
@@ -709,7 +713,7 @@ class CcipExecutor:
             return pending
         if seen.receipt is not None and verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED):
             refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
-            mined = await self._mined(refs, seen.receipt)
+            mined = await self._mined(ctx, refs, seen.receipt)
             if mined.status == ObserveStatus.COMPLETED:
                 return RecoverResult(
                     outcome=RecoverOutcome.COMPLETED,
@@ -750,6 +754,7 @@ class CcipExecutor:
                 chain_id=held["chain_id"],
                 address=held["address"],
                 nonce=held["nonce"],
+                **evm_nonces.owner_of(ctx),
             )
 
     async def _approval_rows(self, ctx: ExecutionContext, tokens: set[str | None]) -> list[dict]:

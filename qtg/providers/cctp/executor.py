@@ -78,7 +78,7 @@ from qtg.providers.evm.outcome import (
     submit_signed,
 )
 from qtg.providers.evm.rpc import EvmRpc, RpcError, transient_rpc_faults
-from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.signer import EvmSigner
 from qtg.providers.evm.transactions import (
     ALLOWANCE_RAISE_HEADROOM_GAS,
     allowance_raise_call,
@@ -104,7 +104,7 @@ class CctpExecutor:
         self,
         db: Database,
         rpcs: dict[int, EvmRpc],
-        signer: EvmLocalSigner,
+        signer: EvmSigner,
         judge: ChainJudge,
         chains: dict[int, Chain],
         *,
@@ -481,7 +481,7 @@ class CctpExecutor:
                 return await self._burn_mined(ctx, refs, seen.receipt)
             return await self._mint_mined(ctx, refs, seen.receipt)
         if verdict is Verdict.NEEDS_PERSON:
-            await self._consume(refs)
+            await self._consume(ctx, refs)
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
@@ -490,7 +490,7 @@ class CctpExecutor:
                 "the configured transmitter: a person decides",
             )
         if verdict is Verdict.NOT_LANDED:
-            await self._consume(refs)
+            await self._consume(ctx, refs)
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
@@ -519,7 +519,7 @@ class CctpExecutor:
             error_detail=f"chain: {verdict.value}",
         )
 
-    async def _consume(self, refs: Mapping[str, Any]) -> None:
+    async def _consume(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> None:
         for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):
             await evm_nonces.mark(
                 self._db,
@@ -527,12 +527,13 @@ class CctpExecutor:
                 chain_id=int(refs["chain_id"]),
                 address=refs["from"],
                 nonce=int(nonce),
+                **evm_nonces.owner_of(ctx),
             )
 
     async def _burn_mined(
         self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
     ) -> ObserveResult:
-        await self._consume(refs)
+        await self._consume(ctx, refs)
         block = int(receipt["blockNumber"], 16)
         artifacts = {"burn_tx_hash": refs["tx_hash"], "block_number": block}
         if int(receipt["status"], 16) != 1:
@@ -638,7 +639,7 @@ class CctpExecutor:
     async def _mint_mined(
         self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
     ) -> ObserveResult:
-        await self._consume(refs)
+        await self._consume(ctx, refs)
         dest = self._chains[int(refs["chain_id"])]
         block = int(receipt["blockNumber"], 16)
         done = {**_mint_refs(ctx), "mint_tx_hash": refs["tx_hash"], "mint_block": block}
@@ -744,7 +745,7 @@ class CctpExecutor:
                             "from": row["address"],
                             "nonce": row["nonce"],
                         }
-                        await self._consume(refs)
+                        await self._consume(ctx, refs)
                 return RecoverResult(
                     outcome=RecoverOutcome.COMPLETED, provider_refs=done, artifacts=done
                 )
@@ -765,7 +766,7 @@ class CctpExecutor:
             )
             if row is None:
                 if approval is not None and approval["tx_hash"] is None:
-                    await _release(self._db, approval)
+                    await _release(self._db, ctx, approval)
                 return _not_sent("no nonce was reserved for this attempt")
             refs = {
                 "chain_id": row["chain_id"],
@@ -786,15 +787,15 @@ class CctpExecutor:
             # bytes are kept before any broadcast and none were: nothing of this attempt
             # left qtg. A raise signed and kept just before is harmless (no value moves):
             # it goes out, so its nonce leaves no gap; the action's nonce goes back.
-            await evm_nonces.mark(self._db, state="released", **where)
+            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
             if approval is not None:
                 if approval["tx_hash"] is None:
-                    await _release(self._db, approval)
+                    await _release(self._db, ctx, approval)
                 else:
                     await self._keep_raise_moving(ctx, refs)
             return _not_sent("the attempt's transaction was never broadcast")
         if verdict is Verdict.NOT_LANDED:
-            await self._consume(refs)
+            await self._consume(ctx, refs)
             return RecoverResult(
                 outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="CCTP_NOT_LANDED",
@@ -851,13 +852,14 @@ def _mint_refs(ctx: ExecutionContext) -> dict[str, Any]:
     return {k: refs[k] for k in keep if k in refs}
 
 
-async def _release(db: Database, row: Mapping[str, Any]) -> None:
+async def _release(db: Database, ctx: ExecutionContext, row: Mapping[str, Any]) -> None:
     await evm_nonces.mark(
         db,
         state="released",
         chain_id=row["chain_id"],
         address=row["address"],
         nonce=row["nonce"],
+        **evm_nonces.owner_of(ctx),
     )
 
 

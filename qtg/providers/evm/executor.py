@@ -30,12 +30,12 @@ from qtg.domain.chain_outcome import (
 from qtg.domain.context import ExecutionContext
 from qtg.domain.evm import (
     erc20_balance_of_data,
-    erc20_transfer_data,
     intent_problem,
     is_address,
     nonce_lane_key,
     to_base_units,
 )
+from qtg.domain.ledger import transfer_call
 from qtg.providers.base import (
     HealthReport,
     HealthState,
@@ -50,6 +50,7 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
+from qtg.providers.evm import ledger as evm_ledger
 from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
@@ -65,7 +66,7 @@ from qtg.providers.evm.outcome import (
     submit_signed,
 )
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
-from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.signer import EvmSigner
 
 EXECUTOR_KEY = "evm"
 ACTION_TYPES = frozenset({"evm_transfer"})
@@ -79,7 +80,7 @@ class EvmExecutor:
         self,
         db: Database,
         rpcs: dict[int, EvmRpc],
-        signer: EvmLocalSigner,
+        signer: EvmSigner,
         judge: ChainJudge,
         *,
         gas_margin_percent: int = 20,
@@ -158,6 +159,8 @@ class EvmExecutor:
                     retry_after_seconds=60.0,
                 )
         if t["token"] is None and await rpc.balance(self._signer.address) < t["value"]:
+            if await evm_ledger.adoption(self._db, ctx.request_node_id) is not None:
+                return  # paid already (adopted from the chain): nothing to fund
             raise PreflightError(
                 "signer balance is below the amount", code="EVM_INSUFFICIENT_FUNDS"
             )
@@ -169,16 +172,12 @@ class EvmExecutor:
     async def _prepare(self, ctx: ExecutionContext) -> PreparedAction:
         rpc, t = self._transfer(ctx)
         sender = self._signer.address
-        call = (
-            {"from": sender, "to": t["to"], "value": hex(t["value"]), "data": "0x"}
-            if t["token"] is None
-            else {
-                "from": sender,
-                "to": t["token"],
-                "value": "0x0",
-                "data": erc20_transfer_data(t["to"], t["value"]),
-            }
-        )
+        adopted = await evm_ledger.adoption(self._db, ctx.request_node_id)
+        if adopted is not None:  # its payment is on chain already (issue 43): sign nothing
+            return adopted_action(ctx, adopted)
+        # the one rule of what a transfer is on chain, also the ledger's matching rule
+        built = transfer_call(t["to"], t["token"], t["value"])
+        call = {"from": sender, "to": built.to, "value": hex(built.value), "data": built.data}
         # the margin: the state (and so the gas) can change between estimate and mining
         try:
             estimate = int(await rpc.call("eth_estimateGas", call), 16)
@@ -200,14 +199,10 @@ class EvmExecutor:
                 f"signer balance {have} wei is below value + gas x maxFeePerGas = {cost} wei",
                 code="EVM_INSUFFICIENT_FUNDS",
             )
-        nonce = await evm_nonces.reserve(
-            self._db,
-            chain_id=t["chain_id"],
-            address=sender,
-            request_node_id=ctx.request_node_id,
-            attempt_no=ctx.attempt_no,
-            chain_floor=await rpc.nonce(sender, "pending"),
-        )
+        try:
+            nonce = await self._reserve(ctx, rpc, t["chain_id"])
+        except evm_ledger.PaidOnChain as paid:
+            return adopted_action(ctx, paid.adopted)
         crash_point("before_signing")  # reserved, nothing signed yet (tests/evm harness)
         tx = {
             "from": sender,
@@ -231,6 +226,41 @@ class EvmExecutor:
             signer_key=self._signer.key,
         )
 
+    async def _reserve(self, ctx: ExecutionContext, rpc: EvmRpc, chain_id: int) -> int:
+        """The attempt's nonce, once the ledger is in step with the chain (issue 43 item 2):
+        a chain ahead of what the ledger knows it signed is reconciled first (the signer
+        held, the unknown transactions read and adopted: qtg.providers.evm.ledger); while
+        it cannot be, nothing is signed and the node waits (RetryLater)."""
+        sender = self._signer.address
+        for _ in range(2):
+            # counts before the reservation's lock (reserve_run says why)
+            pending = await rpc.nonce(sender, "pending")
+            latest = await rpc.nonce(sender, "latest")
+            try:
+                return await evm_nonces.reserve(
+                    self._db,
+                    chain_id=chain_id,
+                    address=sender,
+                    request_node_id=ctx.request_node_id,
+                    attempt_no=ctx.attempt_no,
+                    chain_floor=pending,
+                    chain_counts=(pending, latest),
+                )
+            except evm_ledger.LedgerBehindChain as behind:
+                outcome = await evm_ledger.reconcile(self._db, rpc, behind)
+                if not outcome.in_step:
+                    raise RetryLater(
+                        f"{behind}: {len(outcome.unmatched)} transaction(s) match no node, "
+                        f"{len(outcome.unread)} not readable yet; the signer is held",
+                        code=evm_ledger.RECONCILING_CODE,
+                        retry_after_seconds=5.0,
+                    ) from None
+        raise RetryLater(
+            "the chain moved ahead of the ledger again while it was reconciled",
+            code=evm_ledger.RECONCILING_CODE,
+            retry_after_seconds=1.0,
+        )
+
     def lane_key(self, prepared: PreparedAction) -> str:
         """The nonce lane (issue 15): one sender on one chain. A batching
         dispatcher submits one lane's transactions in the order their nonces
@@ -244,6 +274,19 @@ class EvmExecutor:
         signature: str | None,
         idempotency_key: str,
     ) -> SubmitResult:
+        if prepared.payload_format == ADOPTED_FORMAT:
+            # the payment is a chain transaction the ledger adopted: nothing is sent, the
+            # node is observed from it (its receipt, depth and effect decide)
+            adopted = json.loads(prepared.payload)
+            return SubmitResult(
+                provider_refs={
+                    "chain_id": int(adopted["chainId"]),
+                    "tx_hash": adopted["tx_hash"],
+                    "from": adopted["from"],
+                    "nonce": int(adopted["nonce"]),
+                    "adopted": True,
+                }
+            )
         if not signature:
             raise SubmitRejected("evm_transfer needs the signed transaction", code="EVM_UNSIGNED")
         tx = json.loads(prepared.payload)
@@ -350,12 +393,12 @@ class EvmExecutor:
             refs["tx_hash"] = receipt.tx_hash  # the one of ours that was mined
         artifacts = {"tx_hash": receipt.tx_hash, "block_number": receipt.block} if receipt else {}
         if verdict is Verdict.COMPLETED:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return ObserveResult(
                 status=ObserveStatus.COMPLETED, provider_refs=refs, artifacts=artifacts
             )
         if verdict is Verdict.FAILED_REVERTED:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return ObserveResult(
                 status=ObserveStatus.FAILED,
                 provider_refs=refs,
@@ -364,7 +407,7 @@ class EvmExecutor:
                 error_detail="transaction reverted: the chain moved no value",
             )
         if verdict is Verdict.NEEDS_PERSON:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             why = self._effect_problems.pop(receipt.tx_hash if receipt else "", None)
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
@@ -378,7 +421,7 @@ class EvmExecutor:
                 ),
             )
         if verdict is Verdict.NOT_LANDED:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
@@ -433,10 +476,10 @@ class EvmExecutor:
         if verdict is Verdict.NOTHING_SIGNED:
             # no signed bytes were kept, and they are kept before any broadcast: nothing
             # of this attempt ever left; the nonce is unused, so it goes back
-            await evm_nonces.mark(self._db, state="released", **where)
+            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
             return _not_sent("the attempt's transaction was never broadcast")
         if verdict is Verdict.NOT_LANDED:
-            await evm_nonces.mark(self._db, state="consumed", **where)
+            await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
             return RecoverResult(
                 outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="EVM_NOT_LANDED",
@@ -472,6 +515,32 @@ class EvmExecutor:
                 detail[str(chain_id)] = {"error": type(exc).__name__}
                 state = HealthState.DEGRADED
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
+
+
+#: The prepared action of a node whose payment the ledger adopted from the chain.
+ADOPTED_FORMAT = "evm_adopted_tx"
+
+
+def adopted_action(ctx: ExecutionContext, adopted: evm_ledger.Adopted) -> PreparedAction:
+    """Nothing to sign: the transaction to observe (its lane is the signer's, like a payment's)."""
+    payload = json.dumps(
+        {
+            "chainId": str(adopted.chain_id),
+            "from": adopted.address,
+            "nonce": str(adopted.nonce),
+            "tx_hash": adopted.tx_hash,
+            "block": adopted.block_number,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return PreparedAction(
+        action_type=ctx.action_type,
+        payload_format=ADOPTED_FORMAT,
+        payload=payload,
+        payload_hash=hashlib.sha256(payload.encode()).hexdigest(),
+        needs_signature=False,
+    )
 
 
 def _not_sent(detail: str) -> RecoverResult:

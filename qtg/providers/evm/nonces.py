@@ -18,7 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from qtg.db import Database, Jsonb, sql_family
+from qtg.domain.context import ExecutionContext
+from qtg.domain.ledger import chain_ahead
 from qtg.providers.evm import holds as signer_holds
+from qtg.providers.evm import ledger
 
 SQL = sql_family(
     "evm_nonces",
@@ -49,6 +52,7 @@ async def reserve(
     request_node_id: str,
     attempt_no: int,
     chain_floor: int,
+    chain_counts: tuple[int, ...] | None = None,
 ) -> int:
     """The nonce of this node attempt: the one already reserved, else a reused or new one.
     `chain_floor` is the account's pending transaction count (nothing below it is free).
@@ -60,6 +64,7 @@ async def reserve(
         request_node_ids=[request_node_id],
         attempt_no=attempt_no,
         chain_floor=chain_floor,
+        chain_counts=chain_counts,
     )
     return nonce
 
@@ -72,6 +77,7 @@ async def reserve_run(
     request_node_ids: Sequence[str],
     attempt_no: int,
     chain_floor: int,
+    chain_counts: tuple[int, ...] | None = None,
 ) -> list[int]:
     """Consecutive nonces, in order, for transactions of one node attempt that must run one
     right after another: allowance raises, then the send that spends them.
@@ -87,12 +93,35 @@ async def reserve_run(
     its nonces gets them back (idempotent prepare); one that holds only some (its raises
     changed between two prepares) gives back those it kept no bytes for and takes a new run.
 
-    RetryLater(EVM_SIGNER_HELD) while the signer is held (qtg.providers.evm.holds).
+    Before anything is reserved (issue 43 item 2): a node whose payment the ledger adopted
+    from the chain raises `ledger.PaidOnChain` (observe it, sign nothing); given the
+    chain's counts for the account (`chain_counts`: pending, latest, read before this
+    transaction), a chain ahead of what the ledger knows it signed raises
+    `ledger.LedgerBehindChain` (reconcile first: qtg.providers.evm.ledger); then
+    RetryLater(EVM_SIGNER_HELD) while the signer is held (qtg.providers.evm.holds). In
+    that order: an adopted node signs nothing, so no hold stops it, and a ledger still
+    behind (a transaction not readable yet) is reconciled again under its own hold.
     """
     address = address.lower()
     base = {"chain_id": chain_id, "address": address, "attempt_no": attempt_no}
     async with db.transaction() as tx:
         await tx.execute(SQL.lock_account, base)
+        for key in request_node_ids:
+            adopted = await ledger.adoption_in(tx, key)
+            if adopted is not None:
+                raise ledger.PaidOnChain(adopted, key)
+        if chain_counts is not None:
+            # the counts were read before the lock and the ledger after it: a transaction
+            # in those counts was recorded (write-ahead) before it left, so it is seen here
+            known_next, known = await ledger.known(tx, chain_id=chain_id, address=address)
+            if chain_ahead(known_next, *chain_counts):
+                raise ledger.LedgerBehindChain(
+                    chain_id=chain_id,
+                    address=address,
+                    known_next=known_next,
+                    counts=chain_counts,
+                    known=known,
+                )
         # a held signer signs nothing new (issue 43): its nodes wait, never FAILED
         await signer_holds.check_in(tx, chain_id=chain_id, address=address)
         held = [
@@ -141,12 +170,38 @@ async def release_unsigned(db: Database, *, request_node_id: str, attempt_no: in
     return [r["nonce"] for r in rows]
 
 
-async def mark(db: Database, *, chain_id: int, address: str, nonce: int, state: str) -> None:
+def owner_of(ctx: ExecutionContext) -> dict[str, Any]:
+    """`mark`'s owner arguments for the node attempt `ctx` runs."""
+    return {"owner": ctx.request_node_id, "attempt_no": ctx.attempt_no}
+
+
+async def mark(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    state: str,
+    owner: str,
+    attempt_no: int,
+) -> bool:
+    """Move the reservation of `nonce` forward, only while `owner` (the node attempt's
+    request_node_id, whose allowance raises are keyed `<owner>:approve…`) and
+    `attempt_no` still hold it (issue 44 item 5). False: not moved (another attempt or
+    the reaper holds that nonce now, or it is consumed already)."""
     async with db.transaction() as tx:
-        await tx.execute(
+        row = await tx.fetchrow(
             SQL.mark,
-            {"chain_id": chain_id, "address": address.lower(), "nonce": nonce, "state": state},
+            {
+                "chain_id": chain_id,
+                "address": address.lower(),
+                "nonce": nonce,
+                "state": state,
+                "owner": owner,
+                "attempt_no": attempt_no,
+            },
         )
+    return row is not None
 
 
 async def record_signed(
@@ -215,21 +270,48 @@ async def touch_broadcast(db: Database, tx_hash: str) -> None:
         await tx.execute(SQL.touch_broadcast, {"tx_hash": tx_hash})
 
 
-async def note_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> float:
+async def note_not_landed(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    request_node_id: str | None,
+    attempt_no: int | None,
+) -> float:
     """Seconds since a judgement first found this nonce consumed at depth with no
-    receipt of ours (the evidence missing: a wait, paged past its bound)."""
+    receipt of ours (the evidence missing: a wait, paged past its bound), on the
+    judging attempt's reservation only; 0.0 when that attempt holds none."""
+    args = {
+        "chain_id": chain_id,
+        "address": address.lower(),
+        "nonce": nonce,
+        "request_node_id": request_node_id,
+        "attempt_no": attempt_no,
+    }
     async with db.transaction() as tx:
-        seen = await tx.fetchval(
-            SQL.note_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
-        )
+        seen = await tx.fetchval(SQL.note_not_landed, args)
     return float(seen or 0.0)
 
 
-async def clear_not_landed(db: Database, *, chain_id: int, address: str, nonce: int) -> None:
+async def clear_not_landed(
+    db: Database,
+    *,
+    chain_id: int,
+    address: str,
+    nonce: int,
+    request_node_id: str | None,
+    attempt_no: int | None,
+) -> None:
+    args = {
+        "chain_id": chain_id,
+        "address": address.lower(),
+        "nonce": nonce,
+        "request_node_id": request_node_id,
+        "attempt_no": attempt_no,
+    }
     async with db.transaction() as tx:
-        await tx.execute(
-            SQL.clear_not_landed, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
-        )
+        await tx.execute(SQL.clear_not_landed, args)
 
 
 async def open_drift(db: Database, *, chain_id: int, subject: str) -> list[dict[str, Any]]:

@@ -62,7 +62,7 @@ from qtg.providers.evm import consumed
 from qtg.providers.evm import holds as signer_holds
 from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
-from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.signer import EvmSigner
 
 log = logging.getLogger("qtg.providers.evm.outcome")
 
@@ -86,7 +86,7 @@ class ChainJudge:
         self,
         db: Database,
         rpcs: dict[int, EvmRpc],
-        signer: EvmLocalSigner,
+        signer: EvmSigner,
         *,
         depths: dict[int, int | str],
         default_depth: int,
@@ -176,6 +176,7 @@ class ChainJudge:
             await note(tx_hash, found)
             break  # one nonce, one mined transaction
         where = {"chain_id": chain_id, "address": address, "nonce": nonce}
+        attempt = {"request_node_id": request_node_id, "attempt_no": attempt_no}
         consumer: consumed.Consumer | None = None
         qtg_signed: list[str] = []
         missing_for = None
@@ -191,9 +192,9 @@ class ChainJudge:
                 rows = await evm_nonces.signed_at_nonce(self._db, **where)
                 qtg_signed = [r["tx_hash"] for r in rows]
         if not receipts and count_trusted > nonce and hashes:
-            missing_for = await evm_nonces.note_not_landed(self._db, **where)
+            missing_for = await evm_nonces.note_not_landed(self._db, **where, **attempt)
         else:
-            await evm_nonces.clear_not_landed(self._db, **where)
+            await evm_nonces.clear_not_landed(self._db, **where, **attempt)
         newest_age = min((t["age_seconds"] for t in txs), default=0.0)
         verdict = judge(
             Facts(
@@ -461,9 +462,11 @@ async def submit_signed(
     crash_prefix: str = "",
 ) -> Submitted:
     """Keep every signed transaction of `run` (write-ahead, issue 24), then broadcast them
-    in nonce order, and say what happened (`Sent`). The one submit of the evm, ccip and
-    cctp executors (issue 43: three copies had drifted). `crash_prefix` names the test
-    crash points (`<prefix>before_broadcast`, `<prefix>after_broadcast`)."""
+    in nonce order, and say what happened (`Sent`). The run's last item is the node
+    attempt's own transaction (the raises before it are keyed `<its key>:approve…`).
+    The one submit of the evm, ccip and cctp executors (issue 43: three copies had
+    drifted). `crash_prefix` names the test crash points (`<prefix>before_broadcast`,
+    `<prefix>after_broadcast`)."""
     for item in run:
         kept = await evm_nonces.record_signed(
             db,
@@ -479,6 +482,8 @@ async def submit_signed(
         )
         if not kept:
             return Submitted(Sent.RECLAIMED)
+    # the node attempt owns the run (its raises are keyed `<owner>:approve…`): the send's
+    owner = {"owner": run[-1].request_node_id, "attempt_no": run[-1].attempt_no}
     crash_point(f"{crash_prefix}before_broadcast")
     for index, item in enumerate(run):
         try:
@@ -490,13 +495,18 @@ async def submit_signed(
                 return Submitted(Sent.AMBIGUOUS, exc.message)
             for unsent in run:
                 await evm_nonces.mark(
-                    db, state="released", chain_id=chain_id, address=address, nonce=unsent.nonce
+                    db,
+                    state="released",
+                    chain_id=chain_id,
+                    address=address,
+                    nonce=unsent.nonce,
+                    **owner,
                 )
             return Submitted(Sent.REFUSED, exc.message)
     crash_point(f"{crash_prefix}after_broadcast")
     for item in run:
         await evm_nonces.mark(
-            db, state="broadcast", chain_id=chain_id, address=address, nonce=item.nonce
+            db, state="broadcast", chain_id=chain_id, address=address, nonce=item.nonce, **owner
         )
         await evm_nonces.touch_broadcast(db, item.tx_hash)
     return Submitted(Sent.ACCEPTED)

@@ -1,0 +1,1 @@
+SELECT * FROM policy_versions WHERE version = %(version)s

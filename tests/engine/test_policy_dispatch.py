@@ -1,0 +1,94 @@
+"""Issue 45 at dispatch: a policy-governed movement is decided again under the
+accumulation ledger's lock and charged with its write-ahead; the one that would
+cross a limit stays READY, waiting (and paging), and nothing of it is sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from qtg.db import Query
+from qtg.services import policies
+from qtg.services.context import ServiceContext
+from qtg.services.dispatch import dispatch_ready_nodes
+from qtg.services.errors import Forbidden
+
+from .helpers import movement, node, race_passes, template, with_settings
+
+CAP: dict[str, Any] = {
+    "rules": [
+        {
+            "name": "cap",
+            "asset": "USDC",
+            "accumulation": {"window_seconds": 3600, "scope": "overall", "gt": "250"},
+            "action": "block",
+        },
+        {"name": "anywhere", "asset": "USDC", "destination": "any", "action": "allow"},
+        {"name": "block-all", "action": "block"},
+    ]
+}
+CHARGED = Query(
+    "t/charged", "SELECT coalesce(sum(amount), 0) AS s, count(*) AS n FROM policy_charges"
+)
+SENT = Query("t/sent", "SELECT count(*) FROM sandbox_submissions")
+WAITING = Query(
+    "t/waiting",
+    "SELECT node_state, error_code, dispatch_not_before IS NOT NULL AS waits"
+    " FROM movement_request_nodes WHERE error_code = 'POLICY_LIMIT'",
+)
+
+
+async def activate(svc: ServiceContext, document: dict[str, Any]) -> int:
+    proposed = await policies.propose_policy(svc.db, document=document, actor="admin")
+    await policies.approve_policy(svc.db, proposed["version"], actor="admin2")
+    return int(proposed["version"])
+
+
+@pytest.mark.parametrize("batch_size", [1, 16])
+async def test_the_movement_that_would_cross_the_cap_waits(
+    svc: ServiceContext, batch_size: int
+) -> None:
+    svc = with_settings(svc, node_dispatch_batch_size=batch_size)
+    await template(svc, "t.pay", [node("pay", "evm_transfer")], [])
+    await activate(svc, CAP)
+    for i in range(3):  # at creation nothing is charged yet: all three allowed
+        await movement(svc, "t.pay", amount="100", key=f"pay-{i}")
+    while await dispatch_ready_nodes(svc):
+        pass
+    charged = await svc.db.fetchrow(CHARGED)
+    assert charged is not None and (charged["s"], charged["n"]) == (200, 2)
+    assert await svc.db.fetchval(SENT) == 2
+    [waiting] = await svc.db.fetch(WAITING)
+    assert waiting == {"node_state": "READY", "error_code": "POLICY_LIMIT", "waits": True}
+    # and a new movement that would cross it is refused at creation, naming the rule
+    with pytest.raises(Forbidden) as info:
+        await movement(svc, "t.pay", amount="60", key="pay-late")
+    assert info.value.code == "POLICY_BLOCKED" and info.value.detail["rule"] == "cap"
+
+
+CLAIMABLE = Query(
+    "t/claimable",
+    "SELECT count(*) FROM movement_request_nodes"
+    " WHERE node_state = 'READY' AND dispatch_not_before IS NULL",
+)
+
+
+async def test_racing_dispatchers_never_pass_the_cap_together(
+    svc: ServiceContext, dsn: str
+) -> None:
+    """Eight movements of 100 against a cap of 250, dispatched by four passes at
+    once (each its own connections and transactions): exactly two go out."""
+    svc = with_settings(svc, node_dispatch_batch_size=1)
+    await template(svc, "t.race", [node("pay", "evm_transfer")], [])
+    await activate(svc, CAP)
+    for i in range(8):
+        await movement(svc, "t.race", amount="100", key=f"race-{i}")
+    _, overlapping = await race_passes(
+        svc, dsn, svc.settings, dispatch_ready_nodes, more=CLAIMABLE, racers=4
+    )
+    assert overlapping > 1  # they raced
+    charged = await svc.db.fetchrow(CHARGED)
+    assert charged is not None and (charged["s"], charged["n"]) == (200, 2)
+    assert await svc.db.fetchval(SENT) == 2
+    assert len(await svc.db.fetch(WAITING)) == 6
