@@ -146,7 +146,7 @@ class Settings:
     # Log format: json (one JSON object per line) or text (one readable line).
     log_format: str = setting("MG_LOG_FORMAT", "json", choices=("json", "text"))
 
-    # ---- core workers (reference §1-3)
+    # ---- core workers (node_dispatcher, node_observer, node_recovery)
     # node_dispatcher's fallback interval (it is woken by NOTIFY).
     node_dispatch_interval_seconds: float = interval("MG_NODE_DISPATCH_INTERVAL_SECONDS", 2.0)
     # Dispatch units one pass runs side by side: each a batch claim of
@@ -217,7 +217,7 @@ class Settings:
     # have not changed for this long (its own worker settles it before that).
     node_settle_grace_seconds: float = interval("MG_NODE_SETTLE_GRACE_SECONDS", 10.0)
 
-    # ---- sidecars (reference §4-9)
+    # ---- sidecars (the periodic workers beside the core three)
     # callback_dispatcher's fallback interval.
     callback_dispatch_interval_seconds: float = interval(
         "MG_CALLBACK_DISPATCH_INTERVAL_SECONDS", 3.0
@@ -307,7 +307,7 @@ class Settings:
     # verify_drift's interval.
     verify_drift_interval_seconds: float = interval("MG_VERIFY_DRIFT_INTERVAL_SECONDS", 21_600.0)
 
-    # ---- providers (DESIGN §5)
+    # ---- providers (the executors, signers and fetchers MG_PROVIDERS loads)
     # Comma list of `qtg.providers` entry-point names to load (or `module:callable`).
     providers: str = setting("MG_PROVIDERS", "sandbox")
     # Sandbox provider: simulated latency of every remote call, unless a node's config says.
@@ -564,8 +564,9 @@ class Settings:
     node_recovery_retry_base_seconds: float = interval("MG_NODE_RECOVERY_RETRY_BASE_SECONDS", 5.0)
     # The cap of that backoff.
     node_recovery_retry_max_seconds: float = interval("MG_NODE_RECOVERY_RETRY_MAX_SECONDS", 600.0)
-    # Per-lane grace cutoff of a SUBMITTING node (reference §3, "past their
-    # lane's grace cutoff"); unset: MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS.
+    # The SUBMITTING grace cutoff of the ccip recovery lane: a CCIP node
+    # SUBMITTING longer than this is presumed stranded and handed to
+    # recover(); unset: MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS.
     node_recovery_submitting_grace_seconds_ccip: float | None = setting(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_CCIP", None, exclusive_minimum=0
     )
