@@ -403,6 +403,15 @@ class NodeResolution(Out):
     confirmed_by: str | None
     confirm_evidence: str | None
     decided_at: datetime | None
+    applied_at: datetime | None = Field(
+        None,
+        description="when it took effect; null on a confirmed FAILED whose node's signed "
+        "transactions could still be mined: the node waits (FAILURE_NOT_PROVEN) until the "
+        "chain shows a same-nonce cancel consumed the nonce",
+    )
+    proof: JsonObject | None = Field(
+        None, description="what proved the outcome (the cancel's receipt, nothing signed)"
+    )
 
 
 class NodeResolutionResult(Out):
@@ -427,6 +436,12 @@ class MovementNode(Out):
     error_code: str | None
     error_detail: str | None
     updated_at: datetime
+    failure_proven: bool | None = Field(
+        None,
+        description="FAILED nodes only: true when nothing the attempt signed can still be "
+        "mined and an operators' FAILED carries the chain's proof; retry is refused "
+        "(409 FAILURE_NOT_PROVEN) while false",
+    )
 
 
 class MovementSummary(Out):

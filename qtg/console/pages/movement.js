@@ -191,7 +191,9 @@ export default {
       }
       const base = `/v3/movements/${id}/nodes/${encodeURIComponent(node.node_key)}`;
       const nodeActions = [];
-      if (canAct && node.node_state === "FAILED") {
+      // retry only where FAILED is proven (failure_proven): a new attempt beside bytes
+      // that can still be mined could pay twice; the API answers 409 FAILURE_NOT_PROVEN
+      if (canAct && node.node_state === "FAILED" && node.failure_proven === true) {
         nodeActions.push(h("button#act-retry.primary", { type: "button", onclick: () => decide(`retry ${node.node_key}`, `${base}/retry`) }, "retry node"));
       }
       if (canAct && (node.node_state === "UNKNOWN" || node.node_state === "SUBMITTING")) {
