@@ -12,6 +12,28 @@ const CANCELLABLE = new Set([
 const RESUMABLE = new Set(["MANUAL_INTERVENTION", "WAITING_MANUAL_ACTION"]);
 const MAX_EVENTS = 300;
 
+// How the treasury policy governs a movement (docs/policies.md): its rule, the
+// approvals given and still needed, each accumulation window's use, the delay left.
+const policyFacts = (policy) => {
+  if (!policy) return [];
+  const ask = policy.approvals || {};
+  const from = ask.group ? `group ${ask.group}` : `role ${ask.role || "operator"}`;
+  const counted = (policy.approvals_given || []).filter((a) => a.counted).map((a) => a.principal);
+  const windows = (policy.accumulation || []).map((w) =>
+    `${w.rule}: ${w.used} of ${w.limit ?? "—"} in ${w.window_seconds}s (${w.scope})`);
+  return [
+    h("dt", "Policy"), h("dd#policy-rule", `v${policy.version} · rule ${policy.rule}`),
+    h("dt", "Approvals"), h("dd#policy-approvals",
+      `${counted.length} of ${ask.count} from ${from}` +
+      (counted.length ? ` (${counted.join(", ")})` : "") +
+      (policy.approvals_needed ? ` · ${policy.approvals_needed} still needed` : "")),
+    h("dt", "Accumulation"), h("dd#policy-accumulation", windows.join("; ") || "—"),
+    h("dt", "Charged"), h("dd", policy.charged ?? "—"),
+    h("dt", "Delay left"), h("dd#policy-delay",
+      policy.delay_seconds ? `${Math.ceil(policy.delay_left_seconds)}s of ${policy.delay_seconds}s` : "—"),
+  ];
+};
+
 /** The movement-level decisions worth offering in a state (the API decides in the end).
  * `mine`: the signed-in principal created the movement, and four-eyes forbids the
  * creator to approve it: no approve button that the API would only refuse. */
@@ -164,7 +186,8 @@ export default {
         // a COMPLETED movement showed "Expires" (issue 44).
         ...(movement.request_state === "PENDING_APPROVAL"
           ? [h("dt#expires-label", "Expires"), h("dd#expires", when(movement.expires_at))]
-          : [])));
+          : []),
+        ...policyFacts(movement.policy)));
     };
 
     let shownGraph = null;
