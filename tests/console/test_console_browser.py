@@ -86,23 +86,24 @@ def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime)
     # below must come from the stream, not from a fresh load.
     alice.evaluate("window.__notReloaded = true")
 
-    # The creator may not approve her own movement: the API's 403 body, shown as it is.
-    alice.click("#act-approve")
-    refusal = alice.locator("#action-result .error")
-    expect(refusal).to_have_attribute("data-code", "FOUR_EYES")
-    expect(refusal).to_contain_text("403 FOUR_EYES")
+    # The creator may not approve her own movement (four-eyes): no approve button that
+    # the API would only refuse (issue 44), a line saying who may; she may still reject.
+    expect(alice.locator("#act-reject")).to_be_visible()
+    expect(alice.locator("#act-approve")).to_have_count(0)
+    expect(alice.locator("#four-eyes-note")).to_contain_text("another operator approves it")
     expect(alice.locator("h1")).to_have_attribute("data-state", "PENDING_APPROVAL")
+    # The approval deadline is shown while it matters.
+    expect(alice.locator("#expires-label")).to_have_text("Expires")
 
     # A second operator may.
     bob = sign_in(chromium, runtime, "bob")
     bob.goto(f"{runtime.url}/console/#/movements/{rid}")
     expect(bob.locator("#act-approve")).to_be_visible()
+    expect(bob.locator("#four-eyes-note")).to_have_count(0)
     bob.click("#act-approve")
     expect(bob.locator("#action-ok")).to_be_visible()
-    # Alice's refusal described a decision nobody can take any more: once her page
-    # sees the movement move on, the error box is gone (issue 26).
     expect(alice.locator("h1")).not_to_have_attribute("data-state", "PENDING_APPROVAL")
-    expect(refusal).to_have_count(0)
+    expect(alice.locator("#four-eyes-note")).to_have_count(0)
 
     # Alice's page follows the runtime through the stream.
     expect(alice.locator('#graph g.node[data-state="COMPLETED"]')).to_have_count(
@@ -118,6 +119,9 @@ def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime)
     expect(alice.locator("#events li").first).to_contain_text("COMPLETED")
     assert alice.evaluate("window.__notReloaded") is True
     expect(alice.locator("#act-approve")).to_have_count(0)
+    # No approval deadline on a COMPLETED movement (it once showed "Expires").
+    expect(alice.locator(".summary")).not_to_contain_text("Expires")
+    expect(alice.locator("#expires")).to_have_count(0)
 
     # Node detail: attempts, provider refs, timings.
     alice.click('#graph g.node[data-key="burn"]')
