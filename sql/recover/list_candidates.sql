@@ -31,7 +31,9 @@ WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING')
   AND coalesce(((n.node_state = 'UNKNOWN' AND n.error_code IS DISTINCT FROM 'OBSERVATION_TIMEOUT'
                   AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
                  OR (n.node_state = 'SUBMITTING'
-                     AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s)))
+                     AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s)
+                     -- not leased to a recover() in flight (sql/recover/take_lease.sql)
+                     AND (n.next_recover_at IS NULL OR n.next_recover_at <= now())))
                 AND CASE WHEN %(lane_pattern)s::text IS NULL
                          THEN NOT (n.action_type LIKE ANY(%(named_patterns)s::text[]))
                          ELSE n.action_type LIKE %(lane_pattern)s::text
