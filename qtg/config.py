@@ -146,7 +146,7 @@ class Settings:
     # Log format: json (one JSON object per line) or text (one readable line).
     log_format: str = setting("MG_LOG_FORMAT", "json", choices=("json", "text"))
 
-    # ---- core workers (reference §1-3)
+    # ---- core workers (node_dispatcher, node_observer, node_recovery)
     # node_dispatcher's fallback interval (it is woken by NOTIFY).
     node_dispatch_interval_seconds: float = interval("MG_NODE_DISPATCH_INTERVAL_SECONDS", 2.0)
     # Dispatch units one pass runs side by side: each a batch claim of
@@ -217,7 +217,7 @@ class Settings:
     # have not changed for this long (its own worker settles it before that).
     node_settle_grace_seconds: float = interval("MG_NODE_SETTLE_GRACE_SECONDS", 10.0)
 
-    # ---- sidecars (reference §4-9)
+    # ---- sidecars (the periodic workers beside the core three)
     # callback_dispatcher's fallback interval.
     callback_dispatch_interval_seconds: float = interval(
         "MG_CALLBACK_DISPATCH_INTERVAL_SECONDS", 3.0
@@ -307,7 +307,7 @@ class Settings:
     # verify_drift's interval.
     verify_drift_interval_seconds: float = interval("MG_VERIFY_DRIFT_INTERVAL_SECONDS", 21_600.0)
 
-    # ---- providers (DESIGN §5)
+    # ---- providers (the executors, signers and fetchers MG_PROVIDERS loads)
     # Comma list of `qtg.providers` entry-point names to load (or `module:callable`).
     providers: str = setting("MG_PROVIDERS", "sandbox")
     # Sandbox provider: simulated latency of every remote call, unless a node's config says.
@@ -481,10 +481,34 @@ class Settings:
     # block numbers, balances) go out together; 1 = every read a request of its own. A URL
     # that refuses batches gets single calls; writes are never batched.
     evm_rpc_batch_max: int = setting("MG_EVM_RPC_BATCH_MAX", 20, minimum=1, maximum=1000)
+    # Where the EVM signer's key lives (docs/custody.md): `private_key` (the setting or
+    # file below: development only, start-up logs a warning), `keystore` (a Web3 Secret
+    # Storage file and a passphrase file) or `pkcs11` (a non-extractable key inside a
+    # PKCS#11 token: the runtime never holds it).
+    evm_signer_backend: str = setting(
+        "MG_EVM_SIGNER_BACKEND", "private_key", choices=("private_key", "keystore", "pkcs11")
+    )
     # The local-key signer: a 0x-hex private key, or a file holding one. Never logged.
+    # Development only (MG_EVM_SIGNER_BACKEND=private_key).
     evm_signer_private_key: str | None = setting("MG_EVM_SIGNER_PRIVATE_KEY", None, secret=True)
     # A file holding the signer's key instead of MG_EVM_SIGNER_PRIVATE_KEY (set one of the two).
     evm_signer_key_file: str | None = setting("MG_EVM_SIGNER_KEY_FILE", None)
+    # MG_EVM_SIGNER_BACKEND=keystore: the Web3 Secret Storage JSON file (an encrypted key).
+    evm_signer_keystore_file: str | None = setting("MG_EVM_SIGNER_KEYSTORE_FILE", None)
+    # MG_EVM_SIGNER_BACKEND=keystore: a file holding the keystore's passphrase (its
+    # trailing newline is dropped). Read once at start; never logged.
+    evm_signer_keystore_passphrase_file: str | None = setting(
+        "MG_EVM_SIGNER_KEYSTORE_PASSPHRASE_FILE", None
+    )
+    # MG_EVM_SIGNER_BACKEND=pkcs11: the PKCS#11 module (a shared library), e.g.
+    # /usr/lib/softhsm/libsofthsm2.so.
+    evm_signer_pkcs11_module: str | None = setting("MG_EVM_SIGNER_PKCS11_MODULE", None)
+    # MG_EVM_SIGNER_BACKEND=pkcs11: the label of the token holding the key.
+    evm_signer_pkcs11_token_label: str | None = setting("MG_EVM_SIGNER_PKCS11_TOKEN_LABEL", None)
+    # MG_EVM_SIGNER_BACKEND=pkcs11: the label of the secp256k1 key pair in the token.
+    evm_signer_pkcs11_key_label: str | None = setting("MG_EVM_SIGNER_PKCS11_KEY_LABEL", None)
+    # MG_EVM_SIGNER_BACKEND=pkcs11: a file holding the token's user PIN. Never logged.
+    evm_signer_pkcs11_pin_file: str | None = setting("MG_EVM_SIGNER_PKCS11_PIN_FILE", None)
     # Blocks on top of the receipt's block before observe() says COMPLETED.
     evm_confirmations: int = setting("MG_EVM_CONFIRMATIONS", 1, minimum=0)
     # Reservations older than this are looked at by evm_nonce_reaper; broadcast ones
@@ -539,8 +563,9 @@ class Settings:
     node_recovery_retry_base_seconds: float = interval("MG_NODE_RECOVERY_RETRY_BASE_SECONDS", 5.0)
     # The cap of that backoff.
     node_recovery_retry_max_seconds: float = interval("MG_NODE_RECOVERY_RETRY_MAX_SECONDS", 600.0)
-    # Per-lane grace cutoff of a SUBMITTING node (reference §3, "past their
-    # lane's grace cutoff"); unset: MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS.
+    # The SUBMITTING grace cutoff of the ccip recovery lane: a CCIP node
+    # SUBMITTING longer than this is presumed stranded and handed to
+    # recover(); unset: MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS.
     node_recovery_submitting_grace_seconds_ccip: float | None = setting(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS_CCIP", None, exclusive_minimum=0
     )
@@ -682,6 +707,15 @@ class Settings:
         if settings.evm_signer_private_key and settings.evm_signer_key_file:
             raise ConfigError(
                 "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE are both set; set one"
+            )
+        if settings.evm_signer_backend != "private_key" and (
+            settings.evm_signer_private_key or settings.evm_signer_key_file
+        ):
+            # keys out of the runtime (issue 45): a key in the environment next to a
+            # keystore or a token is one too many
+            raise ConfigError(
+                f"MG_EVM_SIGNER_BACKEND={settings.evm_signer_backend}: unset "
+                "MG_EVM_SIGNER_PRIVATE_KEY and MG_EVM_SIGNER_KEY_FILE"
             )
         # ---- CCIP (issue 12): bad lanes or a sidecar without its URL stop start-up.
         from qtg.domain.ccip import parse_lanes

@@ -6,7 +6,8 @@
 - every worker of the registry is in the concepts' workers table;
 - the API reference renders every path of the OpenAPI document;
 - README.md stays short and keeps the markers .ci/run and the session tests read;
-- user-facing text carries no issue numbers.
+- user-facing text carries no issue numbers, and no pointer into a document the repository
+  does not hold (a section sign, DESIGN, the spec's file).
 """
 
 from __future__ import annotations
@@ -109,9 +110,61 @@ def test_no_issue_numbers_in_user_facing_text() -> None:
     assert not found, found
 
 
+#: Pointers into documents a reader of the repository does not have: a section of
+#: "the reference" or of DESIGN ("reference §1-3", "DESIGN §5"), the design notes or
+#: the spec by file. The docs say the thing itself instead.
+OUTSIDE_DOCUMENTS = re.compile(r"§|\bDESIGN\b|seeds/|/work/|[Rr]eference §")
+
+
+def test_no_pointer_to_a_document_outside_the_repository() -> None:
+    """The configuration reference's sections once read "reference §1-3" and "DESIGN §5"."""
+    sources = [*doc_files(), REPO / "mkdocs.yml", generated.CONFIG_SOURCE]
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for path in sources
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if OUTSIDE_DOCUMENTS.search(line)
+    ]
+    assert not found, found
+
+
+def test_the_outside_document_check_can_fail() -> None:
+    for line in ("## Core workers (reference §1-3)", "## Providers (DESIGN §5)", "see DESIGN.md"):
+        assert OUTSIDE_DOCUMENTS.search(line), line
+    assert not OUTSIDE_DOCUMENTS.search("the design of the dispatcher (docs/engine.md)")
+
+
 def test_readme_links_reach_docs_pages() -> None:
     """README.md is outside the site (mkdocs does not check it): its links must exist."""
     links = re.findall(r"\]\(([^)#\s]+)", README.read_text())
     assert len(links) > 20
     missing = [link for link in links if "://" not in link and not (REPO / link).exists()]
     assert not missing, missing
+
+
+def _table_rows(text: str, heading: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the first table after `heading`."""
+    after = text.split(heading, 1)[1]
+    rows = []
+    lines = after.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def test_readme_performance_rows_are_rows_of_the_benchmarks_headline_table() -> None:
+    """One source for each figure: the README's table repeats rows of docs/benchmarks.md's
+    headline table (which once dated from 2026-12-03 while the README quoted newer
+    figures), each row one short line (once: cells of 600 characters)."""
+    readme = README.read_text()
+    headline = _table_rows((DOCS / "benchmarks.md").read_text(), "## Headline figures")
+    quoted = _table_rows(readme, "## Performance")
+    assert len(quoted) >= 4 and len(headline) >= len(quoted)
+    assert [row[:3] for row in quoted] == [row[:3] for row in headline], "README ≠ headline"
+    section = readme.split("## Performance", 1)[1].split("\n## ", 1)[0]
+    assert "docs/benchmarks.md#headline-figures" in section
+    long_rows = [line for line in section.splitlines() if len(line) > 160]
+    assert not long_rows, long_rows

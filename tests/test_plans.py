@@ -2,11 +2,13 @@
 and due-time query walks its node index and stops at its LIMIT, also on
 tables grown by a burst after the statistics were taken (ANALYZE on the empty
 schema, as a server with autovacuum off, or lagging, has them). The plan is
-read from EXPLAIN (ANALYZE, FORMAT JSON): the node table is reached only
+read from EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON): the node table is reached only
 (or capital_transfer_requests) through the intended index (an Index Scan,
 never a Seq or Bitmap scan of it),
-movement_requests only by primary key, and the statement runs in a bounded
-time.
+movement_requests only by primary key, and the statement touches a bounded
+number of buffers for the rows it is for (issue 44 item 8: not a wall-clock
+bound, which flaked on a loaded machine). The tables' autovacuum is off, so
+that the statistics stay as the test set them on any server.
 
 On main before this change, with the same burst, the observe claim took 2 s
 (movement_requests first, then a bitmap scan of the whole observable index
@@ -30,9 +32,16 @@ from qtg.db import Jsonb, sql_family
 from qtg.services.metrics import backlog_reads
 
 REQUESTS = 10_000
-#: Generous: the walks run in about a millisecond; the collapsed plans took
-#: 35 ms to 2 s on the same burst.
-BOUND_MS = 30.0
+#: The work a statement may do per row it is for, in shared buffers (index and
+#: heap pages, touched again or not): the batch writes, which update every
+#: index of a node and fire its triggers, touch up to ~25 a row; the base
+#: covers a walk past rows that are not due (recover/list_candidates at LIMIT 1:
+#: ~260) or over every open row (capital_transfers/reconcile: ~350). A plan
+#: that probes or walks the burst's backlog touches tens of thousands (a seq
+#: scan, ~800 for the node table, is refused by shape). (Wall-clock bounds,
+#: 30 ms here, flaked on a loaded machine: issue 44 item 8.)
+BUFFERS_PER_ROW = 40
+BUFFERS_BASE = 400
 
 BURST = """
 SET session_replication_role = replica;  -- a direct insert: no triggers, no events
@@ -128,8 +137,9 @@ PARAMS: dict[str, Any] = {
 }
 
 PARAMS_ATTENTION: dict[str, Any] = {**PARAMS, "attention_seconds": 900.0}
-#: The sweep's worst case walks all 8.5k undecided nodes (~50 ms here).
-ATTENTION_BOUND_MS = 400.0
+#: The sweeps walk every node of their index (all 8.5k undecided nodes, here):
+#: per node walked, its request and its siblings, ~6 buffers.
+SWEEP_BUFFERS_PER_NODE = 10
 
 NODES = "movement_request_nodes"
 #: The nodes of a request (request_id, node_key): the only index by request (migration 0031).
@@ -165,6 +175,21 @@ CASES: dict[str, tuple[str, set[str]]] = {
 }
 
 
+#: Every table of the schema keeps the statistics the test gives it.
+AUTOVACUUM_OFF = """
+DO $$
+DECLARE t record;
+BEGIN
+    FOR t IN SELECT schemaname, tablename FROM pg_tables
+             WHERE schemaname NOT IN ('pg_catalog', 'information_schema') LOOP
+        EXECUTE format('ALTER TABLE %I.%I SET (autovacuum_enabled = false)',
+                       t.schemaname, t.tablename);
+    END LOOP;
+END;
+$$
+"""
+
+
 def _burst_database(admin_dsn: str, template_db: str, *, analyze_after: bool) -> Iterator[str]:
     """A database with the burst in it, its statistics taken on the empty schema
     (as a server with autovacuum off, or lagging, has them) and, with
@@ -175,6 +200,9 @@ def _burst_database(admin_dsn: str, template_db: str, *, analyze_after: bool) ->
     dsn = with_dbname(admin_dsn, name)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
+            # stale must stay stale on a server with autovacuum on too (issue 44
+            # item 8): no autovacuum ANALYZE of the grown tables behind the test
+            conn.execute(AUTOVACUUM_OFF)
             conn.execute("ANALYZE")  # statistics of the empty schema
             with conn.transaction():
                 conn.execute(BURST.replace("{requests}", str(REQUESTS)).encode())
@@ -193,6 +221,21 @@ def burst_dsn(admin_dsn: str, template_db: str) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def fresh_dsn(admin_dsn: str, template_db: str) -> Iterator[str]:
     yield from _burst_database(admin_dsn, template_db, analyze_after=True)
+
+
+def _read(explained: dict[str, Any]) -> int:
+    """Shared buffers the statement touched (hit or read), its triggers included."""
+    top = explained["Plan"]
+    return int(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+
+
+def _bounded(query: str, explained: dict[str, Any], rows: int) -> None:
+    """The statement stopped near the rows it is for: at most BUFFERS_PER_ROW
+    buffers for each of `rows` (its LIMIT, its batch, the nodes it walks) plus
+    BUFFERS_BASE. A walk that does not stop reads the burst's thousands of rows
+    (issue 44 item 8: buffers, not time, which flaked under load)."""
+    read = _read(explained)
+    assert read <= BUFFERS_PER_ROW * rows + BUFFERS_BASE, (query, read, rows)
 
 
 def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -224,7 +267,7 @@ def _explain_text(
     with psycopg.connect(dsn) as conn:
         for earlier, earlier_params in before:
             conn.execute(earlier, earlier_params)
-        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text, params).fetchone()
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text, params).fetchone()
         assert row is not None
         out = row[0]
         conn.rollback()  # the claims lock rows
@@ -245,7 +288,8 @@ def _explain_generic(dsn: str, query: str, params: dict[str, Any]) -> dict[str, 
         cur = psycopg.ClientCursor(conn)
         args = f"({', '.join(['%s'] * len(names))})" if names else ""
         cur.execute(
-            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim{args}", [params[n] for n in names]
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim{args}",
+            [params[n] for n in names],
         )
         row = cur.fetchone()
         assert row is not None
@@ -265,10 +309,10 @@ def _bitmap_by_primary_key(scan: dict[str, Any]) -> str | None:
     return None
 
 
-def _assert_walks(query: str, explained: dict[str, Any]) -> None:
+def _assert_walks(query: str, explained: dict[str, Any], limit: int) -> None:
     """`query`'s plan reaches its table only through the intended indexes (CASES),
     movement_requests only by primary key, nothing by a bitmap scan but of a
-    primary key, in bounded time."""
+    primary key, and stops near its `limit`."""
     walked, allowed = CASES[query]
     via: set[str] = set()
     for scan in _scans(explained["Plan"]):
@@ -291,14 +335,14 @@ def _assert_walks(query: str, explained: dict[str, Any]) -> None:
             )
         assert not kind.startswith("Bitmap"), (query, kind)
     assert via and via <= allowed, (query, via)
-    assert explained["Execution Time"] < BOUND_MS, (query, explained["Execution Time"])
+    _bounded(query, explained, limit)
 
 
 @pytest.mark.parametrize("query", sorted(CASES))
 def test_each_claim_and_due_query_walks_its_index_on_stale_statistics(
     burst_dsn: str, query: str
 ) -> None:
-    _assert_walks(query, _explain(burst_dsn, query, PARAMS))
+    _assert_walks(query, _explain(burst_dsn, query, PARAMS), PARAMS["limit"])
 
 
 @pytest.mark.parametrize("limit", [1, 100])
@@ -311,7 +355,7 @@ def test_each_claim_and_due_query_keeps_its_walk_as_a_generic_plan_on_fresh_stat
     says, with statistics taken after the burst too. Before the callback
     claim found its claimed rows by primary key (an InitPlan's array), this
     plan hash-joined them with a seq scan of the whole outbox: 9.5 ms."""
-    _assert_walks(query, _explain_generic(fresh_dsn, query, {**PARAMS, "limit": limit}))
+    _assert_walks(query, _explain_generic(fresh_dsn, query, {**PARAMS, "limit": limit}), limit)
 
 
 def test_the_attention_sweep_walks_undecided_nodes_on_stale_statistics(burst_dsn: str) -> None:
@@ -340,7 +384,7 @@ def test_the_attention_sweep_walks_undecided_nodes_on_stale_statistics(burst_dsn
         if s["Node Type"] == "LockRows" and s.get("Parent Relationship") == "Subquery"
     ] or [None]
     assert locks is None or locks["Actual Rows"] == 0
-    assert explained["Execution Time"] < ATTENTION_BOUND_MS, explained["Execution Time"]
+    _bounded_sweep(explained, walks[0])
 
 
 def test_the_transient_wait_page_walks_the_waiting_nodes_on_stale_statistics(
@@ -360,7 +404,18 @@ def test_the_transient_wait_page_walks_the_waiting_nodes_on_stale_statistics(
         elif relation == "movement_requests" and kind != "ModifyTable":
             index = scan.get("Index Name") or scan["Plans"][0]["Index Name"]
             assert index == "movement_requests_pkey", (kind, index)
-    assert explained["Execution Time"] < ATTENTION_BOUND_MS, explained["Execution Time"]
+    _bounded_sweep(explained, walks[0])
+
+
+def _bounded_sweep(explained: dict[str, Any], walk: dict[str, Any]) -> None:
+    """A sweep reads, per node of its walk, the node, its request and its
+    siblings, and nothing that grows with the rest of the backlog."""
+    walked = int(walk["Actual Rows"] * walk.get("Actual Loops", 1))
+    assert walked > 0
+    assert _read(explained) <= SWEEP_BUFFERS_PER_NODE * walked + BUFFERS_BASE, (
+        _read(explained),
+        walked,
+    )
 
 
 def test_the_stale_statistics_are_really_stale(burst_dsn: str) -> None:
@@ -416,26 +471,6 @@ BY_KEY: dict[str, set[str]] = {
     "progress/set_frontier": {REQUESTS_PKEY},
     "progress/set_request_state": {REQUESTS_PKEY},
 }
-
-
-#: The batch UPDATEs fire the node triggers on each of their BATCH rows (an
-#: event row per state change, a NOTIFY): linear in the batch, not the backlog
-#: (write_ahead: 6 to 15 ms here, 33 ms once on a busy machine; record_submitted
-#: is measured after write_ahead, in its transaction).
-WRITES = {
-    "dispatch/write_ahead",
-    "dispatch/start_observing",
-    "dispatch/back_to_ready",
-    "dispatch/record_submitted",
-    "observe/take_lease",
-    "observe/record_pending_batch",
-    "progress/complete_node",
-    "progress/set_node_error",
-    "progress/release_nodes",
-    "progress/set_frontier",
-    "progress/set_request_state",
-}
-WRITE_BOUND_MS = 150.0
 
 
 @pytest.fixture(scope="module")
@@ -629,8 +664,7 @@ def test_each_batch_statement_probes_its_keys_on_stale_statistics(
     if query in ("observe/check_leases", "observe/record_pending_batch"):
         # the leased nodes are found (and locked, or written)
         assert explained["Plan"]["Actual Rows"] == BATCH
-    bound = WRITE_BOUND_MS if query in WRITES else BOUND_MS
-    assert explained["Execution Time"] < bound, (query, explained["Execution Time"])
+    _bounded(query, explained, BATCH)
 
 
 def test_the_batch_claims_lease_probes_the_ids_the_claim_recorded(burst_dsn: str) -> None:
@@ -643,7 +677,7 @@ def test_the_batch_claims_lease_probes_the_ids_the_claim_recorded(burst_dsn: str
     assert {s["Index Name"] for s in scans if "Index Name" in s} == {NODES_PKEY}, scans
     [found] = [s for s in scans if s["Node Type"] in ("Index Scan", "Bitmap Heap Scan")]
     assert found["Actual Rows"] == PARAMS["limit"]  # every claimed node, nothing else
-    assert explained["Execution Time"] < BOUND_MS, explained["Execution Time"]
+    _bounded("observe/take_lease", explained, PARAMS["limit"])
 
 
 def test_the_observer_lag_read_walks_the_due_index_and_stops_at_its_cap(burst_dsn: str) -> None:
@@ -680,7 +714,7 @@ def test_the_observer_lag_read_walks_the_due_index_and_stops_at_its_cap(burst_ds
                     "Index Scan",
                     "movement_requests_pkey",
                 )
-        assert explained["Execution Time"] < BOUND_MS, explained["Execution Time"]
+        _bounded("metrics/observe_lag", explained, params["cap"])
 
 
 #: The sidecars' claims and due-time queries on their growing tables (audit
@@ -746,4 +780,4 @@ def _assert_sidecar_walks(query: str, explained: dict[str, Any]) -> None:
             assert index in SIDECARS[query], (query, kind, index)
             via.add(index)
     assert via, query
-    assert explained["Execution Time"] < BOUND_MS, (query, explained["Execution Time"])
+    _bounded(query, explained, SIDECAR_PARAMS["limit"])

@@ -29,6 +29,9 @@ FINAL_STATES = frozenset(
     {RequestState.COMPLETED, RequestState.REJECTED, RequestState.EXPIRED, RequestState.CANCELLED}
 )
 RECONNECT_MAX_SECONDS = 5.0
+#: --give-up-after's default: how long the command keeps trying to reach an API
+#: it cannot connect to before it stops with an error (0: for ever).
+GIVE_UP_AFTER_SECONDS = 60.0
 
 
 def register(subparsers: Any) -> None:
@@ -49,6 +52,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--request-id", metavar="UUID", help="only this movement's events")
     parser.add_argument("--types", metavar="T1,T2", help="only these event types")
     parser.add_argument(
+        "--give-up-after",
+        type=float,
+        metavar="SECONDS",
+        default=GIVE_UP_AFTER_SECONDS,
+        help="stop with an error after this long without reaching the API "
+        f"(default {GIVE_UP_AFTER_SECONDS:g}; 0: retry for ever)",
+    )
+    parser.add_argument(
         "--until-final",
         action="store_true",
         help="with --request-id: exit once the movement is COMPLETED, "
@@ -65,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--until-final needs --request-id")
     if args.after is not None and args.after < 0:
         raise CommandError("--after must be 0 or more")
+    if args.give_up_after < 0:
+        raise CommandError("--give-up-after must be 0 or more")
     base = args.url or _default_url(Settings.from_env())
+    check_base_url(base)
     watcher = Watcher(
         base,
         token,
@@ -73,8 +87,48 @@ def run(args: argparse.Namespace) -> int:
         request_id=args.request_id,
         types=args.types,
         until_final=args.until_final,
+        give_up_after=args.give_up_after,
     )
     return trio.run(watcher.run)
+
+
+def check_base_url(base: str) -> None:
+    """A one-line CommandError for a URL the stream cannot be reached at (an
+    `ftp://x` once ended in a 21-line traceback from the WebSocket library)."""
+    try:
+        parts = urlsplit(base)
+        port = parts.port
+    except ValueError as exc:
+        raise CommandError(f"--url {base!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname:
+        raise CommandError(
+            f"--url {base!r}: give the API's base URL, http://HOST:PORT or https://HOST:PORT"
+        )
+    if port == 0:
+        raise CommandError(f"--url {base!r}: port 0 is not a port to connect to")
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why a connection failed, in words: the OS error under trio_websocket's
+    HandshakeError ("connection refused"), not the wrapper's class name."""
+    fallback = ""
+    queue: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while queue:
+        current = queue.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.strerror:
+            return current.strerror.lower()
+        if isinstance(current, trio.TooSlowError):
+            return "no answer in time"
+        if isinstance(current, OSError) and not fallback:
+            fallback = str(current).strip()
+        if isinstance(current, BaseExceptionGroup):
+            queue.extend(current.exceptions)
+        queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return fallback or type(exc).__name__
 
 
 def _default_url(settings: Settings) -> str:
@@ -130,6 +184,7 @@ class Watcher:
         request_id: str | None,
         types: str | None,
         until_final: bool,
+        give_up_after: float = GIVE_UP_AFTER_SECONDS,
         out: TextIO | None = None,
         err: TextIO | None = None,
     ) -> None:
@@ -139,16 +194,20 @@ class Watcher:
         self.request_id = request_id
         self.types = types
         self.until_final = until_final
+        self.give_up_after = give_up_after
         self.out = out or sys.stdout
         self.err = err or sys.stderr
 
     async def run(self) -> int:
         backoff = 0.5
+        unreachable_since: float | None = None  # the first failed attempt of a run of them
         while True:
             url = stream_url(
                 self.base,
                 {"after": self.after, "request_id": self.request_id, "types": self.types},
             )
+            attempt_started = trio.current_time()
+            delay = backoff
             try:
                 async with trio_websocket.open_websocket_url(
                     url,
@@ -157,6 +216,7 @@ class Watcher:
                     disconnect_timeout=2,
                 ) as ws:
                     backoff = 0.5
+                    unreachable_since = None
                     if await self._follow(ws):
                         return 0
             except trio_websocket.ConnectionRejected as exc:
@@ -174,8 +234,19 @@ class Watcher:
                 if reason.code == 4008:
                     continue  # slow consumer: catch up from where we are, at once
             except (OSError, trio_websocket.HandshakeError, trio.TooSlowError) as exc:
-                self._note(f"cannot reach {self.base} ({type(exc).__name__}); retrying")
-            await trio.sleep(backoff)
+                if unreachable_since is None:
+                    unreachable_since = attempt_started
+                waited = trio.current_time() - unreachable_since
+                why = connect_failure(exc)
+                if self.give_up_after:
+                    if waited >= self.give_up_after:
+                        raise CommandError(
+                            f"cannot reach {self.base} ({why}); gave up after {waited:.1f} s "
+                            f"(--give-up-after {self.give_up_after:g}; 0 retries for ever)"
+                        ) from None
+                    delay = min(backoff, self.give_up_after - waited)
+                self._note(f"cannot reach {self.base} ({why}); retrying in {delay:.1f} s")
+            await trio.sleep(delay)
             backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)
 
     async def _follow(self, ws: trio_websocket.WebSocketConnection) -> bool:

@@ -21,7 +21,12 @@ import trio
 from qtg.config import Settings
 from qtg.db import Database, ListenHub
 from qtg.domain.redaction import describe_error
-from qtg.runtime.database import check_audit_chain, check_durability_at_start, watch_durability
+from qtg.runtime.database import (
+    check_audit_chain,
+    check_durability_at_start,
+    watch_durability,
+    watch_statistics,
+)
 from qtg.runtime.errors import StartupError
 from qtg.runtime.heartbeats import Heartbeat
 from qtg.runtime.loop import run_loop
@@ -185,6 +190,7 @@ async def start_runtime(
     nursery.start_soon(
         watch_durability, db, durability, metrics, settings.durability_check_interval_seconds
     )
+    nursery.start_soon(watch_statistics, db)
     if args.seed_demo:
         await seed_demo(runtime)
 

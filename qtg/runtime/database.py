@@ -31,6 +31,7 @@ from qtg.services.audit import (
 )
 from qtg.services.durability import DurabilityWatch
 from qtg.services.metrics import RuntimeMetrics
+from qtg.services.statistics import CHECK_SECONDS, refresh_statistics
 
 log = logging.getLogger("qtg.runtime")
 
@@ -142,6 +143,17 @@ async def watch_durability(
         except psycopg.Error as exc:
             log.debug("durability check failed", extra={"error": describe_error(exc)})
             metrics.durability(None, 0, watch.holding)
+
+
+async def watch_statistics(db: Database, interval: float = CHECK_SECONDS) -> None:
+    """Refresh the statistics of the tables that grew, every `interval` s
+    (qtg.services.statistics says why); a failed round is logged and retried."""
+    while True:
+        await trio.sleep(interval)
+        try:
+            await refresh_statistics(db)
+        except psycopg.Error as exc:
+            log.warning("statistics refresh failed", extra={"error": describe_error(exc)})
 
 
 def embedded_audit_key(settings: Settings) -> tuple[Settings, bool]:

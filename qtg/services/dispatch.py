@@ -56,7 +56,6 @@ from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.context import ExecutionContext
 from qtg.domain.execution import (
     build_execution_context,
-    build_sign_request,
     idempotency_key,
     plan_hash_drifted,
     risk_control_violation,
@@ -78,7 +77,7 @@ from qtg.providers.base import (
     SubmitResult,
 )
 from qtg.providers.registry import UnknownExecutorError, UnknownSignerError
-from qtg.services import policies, progress
+from qtg.services import custody, policies, progress
 from qtg.services.batch import run_each_isolated
 from qtg.services.context import ServiceContext
 
@@ -601,7 +600,8 @@ async def _prepare(
                 )
                 return None
             signer = ctx.providers.signer(prepared.signer_key)
-            signature = await signer.sign(build_sign_request(context, prepared))
+            # the signer side checks the payload against the approved movement first
+            signature = await custody.sign_approved(tx, signer, snap, node, context, prepared)
     except (UnknownExecutorError, UnknownSignerError) as exc:
         await fail("EXECUTOR_NOT_FOUND", str(exc))
         return None

@@ -20,6 +20,7 @@ from typing import Any
 
 from qtg.config import Settings
 from qtg.db import Database, Jsonb, Tx, sql_family
+from qtg.domain.custody import approval_seal
 from qtg.domain.derive import NodeView
 from qtg.domain.execution import approval_releases, frontier_keys
 from qtg.domain.faults import completed_side_effects, four_eyes_violation
@@ -446,9 +447,17 @@ async def approve_movement(
         # The request's state and frontier in one UPDATE, then its roots READY:
         # events request APPROVED, frontier_advanced, each root READY. Deferred:
         # sent with the movement's read in finish(), in one round trip.
+        # The seal of what is approved (issue 45 item 5), over the rows read under
+        # the lock: the signer refuses anything that no longer matches it.
+        seal = approval_seal(snap.request, snap.nodes)
         d.tx.defer(
             SQL.approve_request,
-            {"request_id": d.row["id"], "actor": actor, "frontier": frontier},
+            {
+                "request_id": d.row["id"],
+                "actor": actor,
+                "frontier": frontier,
+                "approval_seal": seal,
+            },
         )
         d.tx.defer(SQL.release_roots, {"request_id": d.row["id"], "node_keys": roots})
         policies.delay_roots(d.tx, d.row["id"], delay)
@@ -456,7 +465,7 @@ async def approve_movement(
         snap.request["current_frontier"] = frontier
         # only-manual frontier: WAITING_MANUAL_ACTION
         await progress.settle_request_state(d.tx, snap)
-        return await d.finish("approved")
+        return await d.finish("approved", approval_seal=seal)
 
 
 async def reject_movement(

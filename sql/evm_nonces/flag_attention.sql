@@ -13,4 +13,8 @@ SELECT qtg_record_event(n.request_id, n.id, n.node_key, 'request_attention', NUL
                               'chain_id', f.chain_id, 'address', f.address,
                               'nonce', f.nonce, 'tx_hash', f.tx_hash))
 FROM flagged f
-JOIN movement_request_nodes n ON n.id::text = f.request_node_id
+-- by primary key (issue 44 item 4: comparing n.id::text read the whole node
+-- table); a request_node_id that is not a uuid matches nothing, as before
+JOIN movement_request_nodes n
+  ON n.id = CASE WHEN f.request_node_id ~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$'
+                 THEN f.request_node_id::uuid END

@@ -221,3 +221,36 @@ async def test_seed_demo_says_the_templates_exist_instead_of_logging_an_empty_li
         ("demo templates registered", keys),
         ("demo templates already registered", keys),
     ]
+
+
+async def test_watch_refuses_a_url_it_cannot_use_in_one_line() -> None:
+    """`--url ftp://x` once ended in a 21-line traceback from the WebSocket library."""
+    for url, words in (
+        ("ftp://x", b"http://HOST:PORT"),
+        ("http://[::1", b"is not a URL"),
+        ("127.0.0.1:8080", b"http://HOST:PORT"),
+    ):
+        done = await _qtg("watch", "--url", url, QTG_TOKEN="qtg_x")
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.decode().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("qtg watch: error: --url"), lines
+        assert words in done.stderr, done.stderr
+        assert b"Traceback" not in done.stderr
+
+
+async def test_watch_names_a_failed_connection_and_gives_up_after_its_bound() -> None:
+    """`--url http://127.0.0.1:1` once retried for ever, saying only `HandshakeError`."""
+    started = trio.current_time()
+    with trio.fail_after(60):
+        done = await _qtg(
+            "watch", "--url", "http://127.0.0.1:1", "--give-up-after", "2", QTG_TOKEN="qtg_x"
+        )
+    assert trio.current_time() - started >= 2
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert lines, lines
+    assert all("connection refused" in line for line in lines), lines
+    assert all("retrying in" in line for line in lines[:-1]), lines
+    assert lines[-1].startswith("qtg watch: error: cannot reach http://127.0.0.1:1"), lines
+    assert "gave up after" in lines[-1] and "--give-up-after 2" in lines[-1], lines
+    assert b"Traceback" not in done.stderr

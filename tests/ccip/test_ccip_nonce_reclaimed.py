@@ -13,11 +13,11 @@ from ccip.flow import nodes
 from ccip.local import LANE, ccip_send_count, set_up
 from qtg.config import Settings
 from qtg.domain.context import ExecutionContext
+from qtg.domain.execution import build_sign_request
 from qtg.providers.base import RetryLater
 from qtg.providers.registry import build_registry
 from qtg.services import evm_nonces
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import build_sign_request
 
 
 def context(node_id: str, local, amount: str = "0.5") -> ExecutionContext:

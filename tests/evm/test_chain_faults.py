@@ -21,6 +21,7 @@ from evm.anvil import ADDRESSES, CHAIN_ID, KEYS, deploy_token, token_balance
 from evm.lagproxy import LagProxy
 from qtg.config import Settings
 from qtg.domain.context import ExecutionContext
+from qtg.domain.execution import build_sign_request
 from qtg.providers.base import (
     ObserveStatus,
     PreflightError,
@@ -30,7 +31,6 @@ from qtg.providers.base import (
 from qtg.providers.registry import build_registry
 from qtg.services import evm_nonces
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import build_sign_request
 
 WEI = 10**18
 

@@ -14,13 +14,13 @@ from evm.anvil import ADDRESSES, CHAIN_ID, KEYS
 from qtg.config import ConfigError, Settings
 from qtg.db import Database
 from qtg.domain.context import ExecutionContext
+from qtg.domain.execution import build_sign_request
 from qtg.providers.base import ObserveStatus, PreflightError, RecoverOutcome
 from qtg.providers.evm import nonces as nonce_store
 from qtg.providers.registry import build_registry
 from qtg.runtime.registry import resolve_workers
 from qtg.services import evm_nonces
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import build_sign_request
 from qtg.services.movements import create_movement
 from qtg.services.templates import create_template
 

@@ -75,7 +75,7 @@ from qtg.providers.evm.outcome import (
     raw_tx_hash,
 )
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
-from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.signer import EvmSigner
 from qtg.providers.evm.transactions import (
     ALLOWANCE_RAISE_HEADROOM_GAS,
     allowance_raise_call,
@@ -100,7 +100,7 @@ class CcipExecutor:
         self,
         db: Database,
         rpcs: dict[int, EvmRpc],
-        signer: EvmLocalSigner,
+        signer: EvmSigner,
         lanes: dict[str, Lane],
         *,
         judge: ChainJudge,

@@ -68,7 +68,7 @@ from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.executor import crash_point
 from qtg.providers.evm.outcome import REBROADCAST_EVERY_SECONDS, ChainJudge, Look, raw_tx_hash
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
-from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.signer import EvmSigner
 from qtg.providers.evm.transactions import (
     ALLOWANCE_RAISE_HEADROOM_GAS,
     allowance_raise_call,
@@ -94,7 +94,7 @@ class CctpExecutor:
         self,
         db: Database,
         rpcs: dict[int, EvmRpc],
-        signer: EvmLocalSigner,
+        signer: EvmSigner,
         judge: ChainJudge,
         chains: dict[int, Chain],
         *,

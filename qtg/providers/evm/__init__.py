@@ -25,16 +25,17 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
     from qtg.providers.evm.balances import EvmBalanceFetcher
     from qtg.providers.evm.executor import EvmExecutor
     from qtg.providers.evm.outcome import ChainJudge
-    from qtg.providers.evm.signer import EvmLocalSigner
+    from qtg.providers.evm.signer import signer_from_settings
 
     urls = parse_rpc_urls(settings.evm_rpc_urls)
     if not urls:
         raise ConfigError("MG_EVM_RPC_URLS: the evm provider needs at least one chain_id=url")
-    signer = EvmLocalSigner.from_settings(
-        settings.evm_signer_private_key, settings.evm_signer_key_file
-    )
+    signer = signer_from_settings(settings)  # MG_EVM_SIGNER_BACKEND (docs/custody.md)
     if signer is None:
-        raise ConfigError("MG_EVM_SIGNER_PRIVATE_KEY or MG_EVM_SIGNER_KEY_FILE: one must be set")
+        raise ConfigError(
+            "MG_EVM_SIGNER_BACKEND=private_key needs MG_EVM_SIGNER_PRIVATE_KEY or "
+            "MG_EVM_SIGNER_KEY_FILE (or choose keystore or pkcs11)"
+        )
     rpcs = {
         chain_id: EvmRpc(
             chain_id,

@@ -53,7 +53,7 @@ from qtg.providers.evm.outcome import (
     raw_tx_hash,
 )
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
-from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.signer import EvmSigner
 
 #: Tests only: SIGKILL this process at a named point of submit() (see tests/evm).
 CRASH_ENV = "QTG_TEST_CRASH_AT"
@@ -70,7 +70,7 @@ class EvmExecutor:
         self,
         db: Database,
         rpcs: dict[int, EvmRpc],
-        signer: EvmLocalSigner,
+        signer: EvmSigner,
         judge: ChainJudge,
         *,
         gas_margin_percent: int = 20,

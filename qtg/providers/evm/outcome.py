@@ -34,7 +34,7 @@ from qtg.domain.context import SigningIntent, SignRequest
 from qtg.providers.base import RetryLater
 from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
-from qtg.providers.evm.signer import EvmLocalSigner
+from qtg.providers.evm.signer import EvmSigner
 
 log = logging.getLogger("qtg.providers.evm.outcome")
 
@@ -58,7 +58,7 @@ class ChainJudge:
         self,
         db: Database,
         rpcs: dict[int, EvmRpc],
-        signer: EvmLocalSigner,
+        signer: EvmSigner,
         *,
         depths: dict[int, int | str],
         default_depth: int,
