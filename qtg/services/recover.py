@@ -106,6 +106,7 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
             {
                 "network_class": settings.network_class,
                 "grace_seconds": grace,
+                "dead_owner_seconds": settings.node_recovery_dead_owner_seconds,
                 "lane_pattern": LANE_PATTERNS[lane],
                 "named_patterns": NAMED_PATTERNS,
                 "limit": arm,
@@ -155,8 +156,15 @@ async def _recover_isolated(
 
 
 async def next_recovery_due(ctx: ServiceContext) -> datetime | None:
-    """The earliest next attempt of a paced UNKNOWN node (None: none waiting)."""
-    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})
+    """The earliest next attempt of a paced UNKNOWN node, or the moment a SUBMITTING
+    node's owner will count as gone (None: none waiting)."""
+    return await ctx.db.fetchval(
+        SQL.next_due,
+        {
+            "network_class": ctx.settings.network_class,
+            "dead_owner_seconds": ctx.settings.node_recovery_dead_owner_seconds,
+        },
+    )
 
 
 async def _recover_one(ctx: ServiceContext, node_id: Any, grace_seconds: float) -> int:
@@ -172,6 +180,7 @@ async def _recover_one(ctx: ServiceContext, node_id: Any, grace_seconds: float) 
             "node_id": node_id,
             "network_class": settings.network_class,
             "grace_seconds": grace_seconds,
+            "dead_owner_seconds": settings.node_recovery_dead_owner_seconds,
         }
         claimed = await progress.claim_and_read(tx, SQL.claim_node, params)
         if claimed is None:
