@@ -403,6 +403,15 @@ class NodeResolution(Out):
     confirmed_by: str | None
     confirm_evidence: str | None
     decided_at: datetime | None
+    applied_at: datetime | None = Field(
+        None,
+        description="when it took effect; null on a confirmed FAILED whose node's signed "
+        "transactions could still be mined: the node waits (FAILURE_NOT_PROVEN) until the "
+        "chain shows a same-nonce cancel consumed the nonce",
+    )
+    proof: JsonObject | None = Field(
+        None, description="what proved the outcome (the cancel's receipt, nothing signed)"
+    )
 
 
 class NodeResolutionResult(Out):
@@ -427,6 +436,12 @@ class MovementNode(Out):
     error_code: str | None
     error_detail: str | None
     updated_at: datetime
+    failure_proven: bool | None = Field(
+        None,
+        description="FAILED nodes only: true when nothing the attempt signed can still be "
+        "mined and an operators' FAILED carries the chain's proof; retry is refused "
+        "(409 FAILURE_NOT_PROVEN) while false",
+    )
 
 
 class MovementSummary(Out):
@@ -455,7 +470,37 @@ class MovementSummary(Out):
     )
 
 
+class PolicyApproval(Out):
+    principal: str
+    role: str
+    counted: bool = Field(description="whether it counts for the rule (group or role)")
+    approved_at: datetime
+
+
+class PolicyWindow(Out):
+    rule: str
+    scope: str
+    window_seconds: int
+    used: str = Field(description="the sum already charged in the window and scope")
+    limit: str | None
+
+
+class MovementPolicy(Out):
+    version: int
+    rule: str | None
+    approvals: JsonObject = Field(description="what the rule needs: {count, group | role}")
+    approvals_given: list[PolicyApproval]
+    approvals_needed: int = Field(description="distinct eligible approvals still missing")
+    accumulation: list[PolicyWindow]
+    charged: str | None = Field(description="what its dispatch charged; null: not yet")
+    delay_seconds: int
+    delay_left_seconds: float = Field(description="of the rule's delay before dispatch")
+
+
 class Movement(MovementSummary):
+    policy: MovementPolicy | None = Field(
+        default=None, description="how the treasury policy governs it; null: no policy"
+    )
     template_version_id: uuid.UUID
     compiled_plan_hash: str
     input_params: JsonObject

@@ -52,7 +52,7 @@ import msgspec
 import psycopg
 import trio
 
-from qtg.db import Jsonb, Tx, sql_family
+from qtg.db import Jsonb, PoolTimeout, Tx, sql_family
 from qtg.domain.context import ExecutionContext
 from qtg.domain.execution import (
     build_execution_context,
@@ -610,6 +610,23 @@ async def _prepare(
         # Transient (issue 24 item 5): nothing was sent and the cause may clear by
         # itself. The node stays READY, waits, and pages past the attention threshold.
         await defer(ctx, tx, node, exc)
+        return None
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        # The database, not the payment: a connection refused or lost inside prepare
+        # (the nonce reservation) says nothing about the movement (issue 43 item 6).
+        # Nothing was signed for broadcast; the node waits like any transient fault.
+        # (Should this pass's own connection be the dead one, deferring fails too, the
+        # claim rolls back and the node is READY as it was.)
+        await defer(
+            ctx,
+            tx,
+            node,
+            RetryLater(
+                f"the database did not answer during prepare: {type(exc).__name__}",
+                code="DATABASE_UNAVAILABLE",
+                retry_after_seconds=2.0,
+            ),
+        )
         return None
     except ProviderError as exc:
         await fail(exc.code, exc.detail)

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 from qtg.db import Jsonb, Tx, sql_family
 from qtg.domain.evm import NonceVerdict, nonce_verdict
 from qtg.providers.base import RetryLater
+from qtg.providers.evm import nonces as nonce_store
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
+from qtg.services import evm_cancels, notifications
 from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
 
@@ -53,6 +55,8 @@ SQL = sql_family(
     "take_for_gap_fill",
     "db_now",
     "release_unsigned",
+    "reorged_owner",
+    "record_event",
 )
 
 log = logging.getLogger("qtg.services.evm_nonces")
@@ -62,7 +66,9 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
     """The evm_nonce_reaper pass: settle what the chain has decided, then reconcile each
     account with the chain (issue 24); return rows settled, reopened or gap-filled."""
     rpcs: dict[int, EvmRpc] = getattr(ctx.providers, "evm_rpcs", {})
-    settled = 0
+    # first the operators' FAILED resolutions waiting for the chain: their cancels are
+    # kept before this pass's reconcile would re-send anything of those nonces
+    settled = await evm_cancels.settle_cancels(ctx)
     async with ctx.db.transaction() as tx:
         started = await tx.fetchval(SQL.db_now, {})
         rows = await tx.fetch(
@@ -106,6 +112,9 @@ async def reap_stale_nonces(ctx: ServiceContext) -> int:
             await tx.execute(
                 SQL.settle, {**_owned(row), "state": verdict.value, "from_state": row["state"]}
             )
+            if verdict.value == "consumed":  # mined again after a reorg: its pages close
+                for kind in ("payment_reorged", "reorg_resend_failed"):
+                    await notifications.resolve_notification(tx, _reorg_key(kind, row))
             settled += 1
     judge: ChainJudge | None = getattr(ctx.providers, "evm_judge", None)
     if judge is not None:
@@ -165,6 +174,8 @@ async def reconcile_account(
             fees = None
     changed = 0
     to_send: list[str] = []
+    to_cancel: list[dict[str, Any]] = []
+    resend: list[tuple[Any, str]] = []
     args = {"chain_id": chain_id, "address": address, "floor": count}
     async with ctx.db.transaction() as tx:
         await tx.execute(SQL.lock_account, args)
@@ -181,6 +192,7 @@ async def reconcile_account(
         for row in rows:
             if not row["mine"]:
                 continue  # another network class's: its own runtimes reconcile it
+            reorged = False
             if row["state"] == "consumed":
                 if await tx.fetchrow(SQL.reopen, _owned(row)) is None:
                     continue
@@ -190,6 +202,8 @@ async def reconcile_account(
                     address,
                     chain_id,
                 )
+                await _reorg_event(tx, chain_id, address, row)
+                reorged = True
                 changed += 1
             elif not (row["state"] in ("broadcast", "reserved") and row["stale"]):
                 if (
@@ -205,10 +219,32 @@ async def reconcile_account(
                 continue
             if row["tx_hash"]:
                 signed = await tx.fetchrow(SQL.newest_signed, {"tx_hash": row["tx_hash"]})
-                if signed is not None:
+                if signed is None:
+                    continue
+                if row["cancelling"] and signed["kind"] != "cancel":
+                    # resolved FAILED (or FAILED): its payment is never sent again
+                    # (issue 43 item 3); the cancel step replaces it at this nonce
+                    log.warning(
+                        "nonce %s of %s on chain %s: not re-sent, its node is resolved FAILED;"
+                        " cancelled instead",
+                        row["nonce"],
+                        address,
+                        chain_id,
+                    )
+                    to_cancel.append(row)
+                    continue
+                if reorged:
+                    resend.append((row, signed["raw"]))
+                else:
                     to_send.append(signed["raw"])
     for raw in to_send:  # after the commit: kept before they leave
         await judge.broadcast(chain_id, raw)
+    for row, raw in resend:  # a reorged payment's bytes, at once; a refusal pages
+        await _resend_reorged(ctx, rpc, chain_id, address, row, raw)
+    for row in to_cancel:  # a FAILED node's live nonce is not left a hole: it is cancelled
+        await evm_cancels.cancel_nonce(
+            ctx, judge, rpc, {**row, "chain_id": chain_id, "address": address}
+        )
     return changed
 
 
@@ -278,3 +314,106 @@ async def _fill(
         tx_hash,
     )
     return raw
+
+
+def _reorg_key(kind: str, row: Any) -> str:
+    """The dedupe key of a reorg page about one nonce (one page per nonce and kind)."""
+    return f"{kind}:{row['chain_id']}:{row['address']}:{row['nonce']}"
+
+
+async def _reorg_event(tx: Tx, chain_id: int, address: str, row: Any) -> None:
+    """A payment's transaction left the canonical chain (issue 43 item 5): when its node
+    had COMPLETED, an event on the movement and a critical page, in the transaction that
+    reopens the nonce (its bytes are re-sent right after the commit)."""
+    owner = await tx.fetchrow(
+        SQL.reorged_owner,
+        {"request_node_id": row["request_node_id"], "attempt_no": row["attempt_no"]},
+    )
+    if owner is None or owner["node_state"] != "COMPLETED":
+        return  # a gap fill, or a node still observed (observe sees the receipt vanish)
+    where = {"chain_id": chain_id, "address": address, "nonce": row["nonce"]}
+    payload = {**where, "tx_hash": row["tx_hash"]}
+    await tx.execute(
+        SQL.record_event,
+        {
+            "request_id": owner["request_id"],
+            "node_id": owner["node_id"],
+            "node_key": owner["node_key"],
+            "event_type": "payment_reorged",
+            "payload": Jsonb(payload),
+        },
+    )
+    await notifications.raise_notification(
+        tx,
+        kind="payment_reorged",
+        severity="critical",
+        dedupe_key=_reorg_key("payment_reorged", where),
+        subject=f"payment of node {owner['node_key']} left the canonical chain (reorg)",
+        body=f"Transaction {row['tx_hash']} (nonce {row['nonce']} of {address} on chain "
+        f"{chain_id}) of a COMPLETED node is no longer in the canonical chain. Its kept bytes "
+        "are being re-sent; the movement stays COMPLETED. This page closes when the nonce is "
+        "seen consumed again.",
+        links={"request_id": str(owner["request_id"]), "node_key": owner["node_key"], **payload},
+        request_id=owner["request_id"],
+        node_key=owner["node_key"],
+    )
+    log.critical(
+        "payment_reorged: a COMPLETED payment left the canonical chain; re-sending its bytes",
+        extra={"request_id": str(owner["request_id"]), "node_key": owner["node_key"], **payload},
+    )
+
+
+async def _resend_reorged(
+    ctx: ServiceContext, rpc: EvmRpc, chain_id: int, address: str, row: Any, raw: str
+) -> None:
+    """Send a reorged payment's kept bytes again, now; a refusal (a drained signer: the
+    bytes cannot land) or no answer pages critical, naming why — not an info log."""
+    from qtg.providers.evm.outcome import raw_tx_hash  # here: that module imports this one
+
+    try:
+        await rpc.call("eth_sendRawTransaction", raw)
+        why = None
+    except RpcError as exc:
+        why = None if "already known" in exc.message.lower() else exc.message
+    except RpcUnavailable as exc:
+        why = f"no answer ({type(exc).__name__})"
+    if why is None:
+        await nonce_store.touch_broadcast(ctx.db, raw_tx_hash(raw))
+        return
+    where = {"chain_id": chain_id, "address": address, "nonce": row["nonce"]}
+    async with ctx.db.transaction() as tx:
+        owner = await tx.fetchrow(
+            SQL.reorged_owner,
+            {"request_node_id": row["request_node_id"], "attempt_no": row["attempt_no"]},
+        )
+        links: dict[str, Any] = {**where, "tx_hash": row["tx_hash"], "error": why[:500]}
+        if owner is not None:
+            await tx.execute(
+                SQL.record_event,
+                {
+                    "request_id": owner["request_id"],
+                    "node_id": owner["node_id"],
+                    "node_key": owner["node_key"],
+                    "event_type": "payment_resend_failed",
+                    "payload": Jsonb(links),
+                },
+            )
+            links = {**links, "request_id": str(owner["request_id"]), "node_key": owner["node_key"]}
+        await notifications.raise_notification(
+            tx,
+            kind="reorg_resend_failed",
+            severity="critical",
+            dedupe_key=_reorg_key("reorg_resend_failed", where),
+            subject=f"a reorged payment cannot be re-sent: nonce {row['nonce']} "
+            f"on chain {chain_id}",
+            body=f"The kept bytes of {row['tx_hash']} were refused: {why[:500]}. Until they land "
+            "(fund the signer; the reaper sends them again) the payment is not on the chain "
+            "and every later transaction of this signer waits behind its nonce.",
+            links=links,
+            request_id=owner["request_id"] if owner is not None else None,
+            node_key=owner["node_key"] if owner is not None else None,
+        )
+    log.critical(
+        "reorg_resend_failed: a reorged payment's bytes were refused",
+        extra={**where, "tx_hash": row["tx_hash"], "error": why[:500]},
+    )

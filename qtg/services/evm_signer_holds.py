@@ -15,9 +15,11 @@ from typing import Any
 from qtg.db import Database, sql_family
 from qtg.providers.evm import holds as _holds
 from qtg.services.auditing import record_audit
-from qtg.services.errors import Conflict, InvalidInput, NotFound
+from qtg.services.errors import Conflict, Forbidden, InvalidInput, NotFound
 
-SQL = sql_family("evm_signer_holds", "list", "clear", "get")
+SQL = sql_family(
+    "evm_signer_holds", "list", "clear", "get", "get_for_clear", "propose_clear", "confirm_clear"
+)
 
 #: Re-exported for services and the runtime: one API, see qtg.providers.evm.holds.
 place_hold = _holds.place
@@ -76,3 +78,58 @@ async def clear_hold(db: Database, hold_id: int, *, actor: str, evidence: str) -
             },
         )
     return dict(row)
+
+
+async def request_clear(
+    db: Database, hold_id: int, *, actor: str, evidence: str
+) -> tuple[dict[str, Any], bool]:
+    """The operators' way to clear a hold, four-eyes (issue 43 item 2): the first call
+    proposes it with the evidence (nothing cleared: False), a call by a different
+    principal confirms it (the hold ends, its page is resolved: True). Both audited.
+    NotFound; Conflict HOLD_ALREADY_CLEARED; Forbidden FOUR_EYES (the proposer again)."""
+    text = _evidence(evidence)
+    async with db.transaction() as tx:
+        hold = await tx.fetchrow(SQL.get_for_clear, {"id": hold_id})
+        if hold is None:
+            raise NotFound(f"signer hold {hold_id} not found", detail={"hold_id": hold_id})
+        if hold["cleared_at"] is not None:
+            raise Conflict(
+                f"signer hold {hold_id} was cleared already",
+                code="HOLD_ALREADY_CLEARED",
+                detail={"hold_id": hold_id, "cleared_by": hold["cleared_by"]},
+            )
+        args = {"id": hold_id, "actor": actor, "evidence": text}
+        audit = {"chain_id": hold["chain_id"], "address": hold["address"], "evidence": text}
+        if hold["clear_proposed_by"] is None:
+            row = await tx.fetchrow(SQL.propose_clear, args)
+            assert row is not None  # locked above: active, no proposal
+            await record_audit(
+                tx, actor=actor, action="evm_signer_hold.clear_proposed",
+                object_type="evm_signer_hold", object_id=hold_id,
+                detail={**audit, "reason": hold["reason"]},
+            )  # fmt: skip
+            return dict(row), False
+        if hold["clear_proposed_by"] == actor:
+            raise Forbidden(
+                "four-eyes: the principal who proposed clearing a hold cannot confirm it",
+                code="FOUR_EYES",
+                detail={"hold_id": hold_id, "proposed_by": actor},
+            )
+        row = await tx.fetchrow(SQL.confirm_clear, args)
+        assert row is not None
+        await record_audit(
+            tx, actor=actor, action="evm_signer_hold.cleared",
+            object_type="evm_signer_hold", object_id=hold_id,
+            detail={**audit, "reason": hold["reason"], "proposed_by": hold["clear_proposed_by"]},
+        )  # fmt: skip
+    return dict(row), True
+
+
+def _evidence(evidence: object) -> str:
+    if not isinstance(evidence, str) or not evidence.strip() or len(evidence) > 2000:
+        raise InvalidInput(
+            "evidence must be a non-empty string of at most 2000 characters "
+            "(why the signer may sign again)",
+            detail={"field": "evidence"},
+        )
+    return evidence.strip()

@@ -57,6 +57,7 @@ SQL = sql_family(
     "skip_unstarted_nodes",
     "retry_node",
     "rearm_timed_out_nodes",
+    "failure_proven",
 )
 
 DB_SQL = sql_family("db", "now")
@@ -130,6 +131,8 @@ async def _movement(tx: Tx, request_id: uuid.UUID) -> dict[str, Any]:
     row = rows[0]
     row["nodes"] = nodes
     row["edges"] = [[e["from_key"], e["to_key"]] for e in edges]
+    if row.get("policy_version") is not None:  # issue 45: what its rule asks, and has
+        row["policy"] = await policies.policy_view(tx, row)
     return row
 
 
@@ -555,6 +558,21 @@ async def retry_node(
                 node,
                 f"node {node_key} is {node['node_state']}; only a FAILED node can be retried",
                 "ILLEGAL_NODE_STATE",
+            )
+        if not await d.tx.fetchval(SQL.failure_proven, {"node_id": node["id"]}):
+            # a new attempt beside one that can still be mined could pay twice (issue 43
+            # item 3): FAILED said by operators, or bytes of this attempt still live
+            raise Conflict(
+                f"node {node_key} is FAILED but nothing proves its attempt moved no money: "
+                "what it signed could still be mined, or operators said FAILED without the "
+                "chain's proof; it cannot be retried",
+                code="FAILURE_NOT_PROVEN",
+                detail={
+                    "current_state": node["node_state"],
+                    "node_key": node_key,
+                    "attempt_no": node["attempt_no"],
+                    "error_code": node.get("error_code"),
+                },
             )
         await d.tx.fetch(SQL.retry_node, {"request_id": d.row["id"], "node_key": node_key})
         node["node_state"] = N.READY

@@ -36,7 +36,7 @@ from qtg.db import Database, Jsonb, sql_family
 from qtg.domain.faults import submitting_grace_seconds
 from qtg.domain.observe_policy import RECOVERY_LANES
 from qtg.domain.states import NodeState, RequestState
-from qtg.services import progress
+from qtg.services import notifications, progress
 from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
 from qtg.services.errors import Conflict, Forbidden, InvalidInput, NotFound, uuid_or_not_found
@@ -58,17 +58,30 @@ SQL = sql_family(
     "insert_resolution",
     "confirm_resolution",
     "supersede_resolution",
+    "live_signed",
+    "await_failure_proof",
+    "lock_awaiting_proof",
+    "apply_resolution",
+    "hand_back_paid",
+    "signed_any",
 )
 
 N, R = NodeState, RequestState
 
 #: The outcomes an operator may settle a node with.
+#: EXECUTING requests the settle sweep reads per pass (a few buffers each).
+SETTLE_SCAN = 500
+
 OUTCOMES = frozenset({N.COMPLETED, N.FAILED})
 #: Request states in which an undecided node can be settled by hand: recovery
 #: is still on it (EXECUTING) or a person was asked (MANUAL_INTERVENTION).
 RESOLVABLE_REQUESTS = frozenset({R.EXECUTING, R.MANUAL_INTERVENTION})
 #: The error code a node settled FAILED by operators carries.
 RESOLVED_FAILED = "RESOLVED_FAILED_BY_OPERATORS"
+#: The error code of a node operators resolved FAILED while what it signed could still
+#: be mined: UNKNOWN until the chain shows a same-nonce cancel consumed the nonce
+#: (qtg/services/evm_cancels.py); recovery leaves it alone.
+FAILURE_NOT_PROVEN = "FAILURE_NOT_PROVEN"
 
 
 def attention_grace_seconds(settings: Settings) -> float:
@@ -144,16 +157,31 @@ async def page_failing_observations(ctx: ServiceContext, args: Mapping[str, Any]
 
 
 async def settle_unsettled(ctx: ServiceContext) -> int:
-    """Settle EXECUTING requests whose settle was lost; returns how many moved."""
+    """Settle EXECUTING requests whose settle was lost; returns how many moved.
+
+    One window of SETTLE_SCAN EXECUTING requests per pass, after where the
+    last pass stopped (ctx.settle_cursor; past the end, from the start again),
+    and at most MG_NODE_RECOVERY_BATCH_SIZE settles: the sweep costs the same
+    with 100 requests in flight or 100,000 (issue 44 item 5)."""
     settings = ctx.settings
-    listed = await ctx.db.fetch(
+    cursor = ctx.settle_cursor
+    window = await ctx.db.fetch(
         SQL.unsettled,
         {
             "network_class": settings.network_class,
             "grace_seconds": settings.node_settle_grace_seconds,
-            "limit": settings.node_recovery_batch_size,
+            "scan": SETTLE_SCAN,
+            **cursor.params(),
         },
     )
+    unsettled = [row for row in window if row["unsettled"]]
+    listed = unsettled[: settings.node_recovery_batch_size]
+    if len(listed) < len(unsettled):  # the rest of this window next pass
+        cursor.after = (listed[-1]["created_at"], listed[-1]["id"])
+    elif window and window[-1]["window_size"] >= SETTLE_SCAN:  # more may follow
+        cursor.after = (window[-1]["created_at"], window[-1]["id"])
+    else:  # the end: the next pass starts again
+        cursor.after = None
     moved = 0
     for row in listed:
         async with ctx.db.transaction() as tx:
@@ -196,7 +224,7 @@ def _resolution_out(row: Mapping[str, Any]) -> dict[str, Any]:
         for k in (
             "id", "request_id", "node_key", "attempt_no", "node_state", "outcome", "evidence",
             "provider_refs", "status", "proposed_by", "proposed_at", "confirmed_by",
-            "confirm_evidence", "decided_at",
+            "confirm_evidence", "decided_at", "applied_at", "proof",
         )
     }  # fmt: skip
 
@@ -263,6 +291,13 @@ async def resolve_node(
             ) from None
         assert locked is not None
         state = locked["node_state"]
+        if locked["error_code"] == FAILURE_NOT_PROVEN:
+            raise Conflict(
+                f"node {node_key} was resolved FAILED and waits for the chain to show its "
+                "cancel consumed the nonce; the chain decides it now",
+                code="FAILURE_PROOF_PENDING",
+                detail={"node_key": node_key, "current_state": state},
+            )
         if not (state == N.UNKNOWN or (state == N.SUBMITTING and locked["past_grace"])):
             raise Conflict(
                 f"node {node_key} is {state}; only an UNKNOWN node, or a SUBMITTING one past "
@@ -324,10 +359,56 @@ async def resolve_node(
                     "current_state": state,
                 },
             )
+        live = []
+        if wanted == N.FAILED:
+            live = await tx.fetch(
+                SQL.live_signed, {"node_id": node["id"], "attempt_no": locked["attempt_no"]}
+            )
+        if live:
+            # Saying so does not make it so (issue 43 item 3): what this attempt signed
+            # could still be mined. The node waits, undecided, for the chain: the reaper
+            # replaces those bytes at the same nonce and decides from what consumed it.
+            row = await tx.fetchrow(
+                SQL.confirm_resolution,
+                {"id": open_["id"], "actor": actor, "evidence": evidence_text,
+                 "apply": False, "proof": None},
+            )  # fmt: skip
+            assert row is not None
+            nonces = [
+                {"chain_id": r["chain_id"], "nonce": r["nonce"], "tx_hash": r["tx_hash"]}
+                for r in live
+            ]
+            await tx.execute(
+                SQL.await_failure_proof,
+                {
+                    "node_id": node["id"],
+                    "detail": "resolved FAILED by operators; what this attempt signed could "
+                    "still be mined, so a same-nonce cancel replaces it: FAILED once the chain "
+                    "shows the cancel consumed "
+                    + ", ".join(f"nonce {n['nonce']} on chain {n['chain_id']}" for n in nonces),
+                },
+            )
+            await record_audit(
+                tx, actor=actor, action="movement.node_resolution_awaits_chain",
+                object_type="movement", object_id=rid,
+                detail={**detail, "resolution_id": row["id"], "proposed_by": open_["proposed_by"],
+                        "from_state": state, "signed": nonces},
+            )  # fmt: skip
+            movement = await read_movement(tx, rid)
+            return {"resolution": _resolution_out(row), "movement": movement}, False
+        proof = None
+        if wanted == N.FAILED and not await tx.fetchval(
+            SQL.signed_any, {"node_id": node["id"], "attempt_no": locked["attempt_no"]}
+        ):
+            proof = {"kind": "nothing_signed", "note": "this attempt kept no signed chain "
+                     "transaction, and bytes are kept before any broadcast"}  # fmt: skip
+        # else FAILED over transactions the chain consumed (mined, maybe by this attempt):
+        # applied as the operators say, without proof, so it cannot be retried
         row = await tx.fetchrow(
             SQL.confirm_resolution,
-            {"id": open_["id"], "actor": actor, "evidence": evidence_text},
-        )
+            {"id": open_["id"], "actor": actor, "evidence": evidence_text,
+             "apply": True, "proof": Jsonb(proof) if proof is not None else None},
+        )  # fmt: skip
         assert row is not None
         if snap.request["request_state"] == R.MANUAL_INTERVENTION:
             # as a resume: the DAG runs on from the chosen outcome (the derived
@@ -352,3 +433,76 @@ async def resolve_node(
         )  # fmt: skip
         movement = await read_movement(tx, rid)
         return {"resolution": _resolution_out(row), "movement": movement}, True
+
+
+# ------------------------------------------------------------ the chain's verdict
+
+
+async def settle_awaiting_proof(
+    db: Database,
+    resolution_id: int,
+    *,
+    verdict: str,
+    proof: Mapping[str, Any],
+    provider_refs: Mapping[str, Any] | None = None,
+) -> bool:
+    """Apply the chain's verdict on a FAILED resolution that waited for it (issue 43 item 3);
+    True when applied here. `verdict`:
+
+    - "failed": a transaction qtg signed to replace the attempt's (a same-nonce cancel)
+      consumed the nonce, or the attempt's own transaction was mined and reverted — no
+      money moved, and `proof` says which transaction shows it: the node is FAILED
+      (RESOLVED_FAILED_BY_OPERATORS, now proven, so retry is allowed);
+    - "paid": the attempt's own payment consumed the nonce: the operators were wrong. The
+      node goes back to SUBMITTED with `provider_refs` naming that transaction, and the
+      observer decides it (depth, effect) like any payment; a critical page says so.
+
+    The movement goes back to EXECUTING from MANUAL_INTERVENTION, as a resume would.
+    """
+    async with db.transaction() as tx:
+        res = await tx.fetchrow(SQL.lock_awaiting_proof, {"id": resolution_id})
+        if res is None:
+            return False  # applied already, or another runtime is applying it
+        await tx.fetchrow(SQL.lock_request_for_resolve, {"request_id": res["request_id"]})
+        snap = await progress.load_snapshot(tx, res["request_id"])
+        node = snap.node(res["node_key"])
+        if node["attempt_no"] != res["attempt_no"] or node["node_state"] != N.UNKNOWN:
+            return False  # not reachable: nothing else moves a FAILURE_NOT_PROVEN node
+        await tx.execute(SQL.apply_resolution, {"id": res["id"], "proof": Jsonb(dict(proof))})
+        if snap.request["request_state"] == R.MANUAL_INTERVENTION:
+            await progress.set_request_state(tx, snap, R.EXECUTING)
+        by = f"{res['proposed_by']} and {res['confirmed_by']}"
+        rid = res["request_id"]
+        if verdict == "failed":
+            await progress.node_finished_badly(
+                tx, snap, node, N.FAILED, RESOLVED_FAILED,
+                f"settled FAILED by {by}: {res['evidence']}; proven by the chain: "
+                f"{proof.get('kind')} {proof.get('tx_hash')} in block {proof.get('block')}",
+            )  # fmt: skip
+            action = "movement.node_failure_proven"
+        else:
+            moved = await tx.fetchrow(
+                SQL.hand_back_paid,
+                {"node_id": node["id"], "provider_refs": Jsonb(dict(provider_refs or {}))},
+            )
+            assert moved is not None
+            await notifications.raise_notification(
+                tx, kind="failure_overruled", severity="critical",
+                dedupe_key=f"failure_overruled:{node['id']}:{res['attempt_no']}",
+                subject=f"node {res['node_key']} resolved FAILED, but its payment was mined",
+                body=f"Operators {by} resolved the node FAILED; the chain shows the attempt's "
+                f"own transaction {proof.get('tx_hash')} consumed its nonce. The node is "
+                "observed again from that transaction; it was never FAILED.",
+                links={"request_id": str(rid), "node_key": res["node_key"]},
+                request_id=rid, node_key=res["node_key"],
+            )  # fmt: skip
+            action = "movement.node_failure_overruled"
+        await notifications.resolve_notification(
+            tx, f"failure_not_proven:{node['id']}:{res['attempt_no']}"
+        )
+        await record_audit(
+            tx, actor="evm_nonce_reaper", action=action, object_type="movement", object_id=rid,
+            detail={"node_key": res["node_key"], "resolution_id": res["id"],
+                    "proof": dict(proof)},
+        )  # fmt: skip
+        return True

@@ -3,7 +3,7 @@
 -- with lock_not_available, a 409 NODE_BUSY — the API never waits behind a
 -- provider call, and never writes over a worker's outcome. past_grace: a
 -- SUBMITTING node is resolvable only once recovery itself could take it.
-SELECT n.id, n.node_state, n.attempt_no,
+SELECT n.id, n.node_state, n.attempt_no, n.error_code,
        coalesce(n.state_entered_at, n.updated_at) AS state_entered_at,
        coalesce(n.state_entered_at, n.updated_at)
            < now() - make_interval(secs => %(grace_seconds)s) AS past_grace

@@ -14,6 +14,7 @@ JOIN movement_requests r ON r.id = n.request_id
 WHERE n.id = %(node_id)s
   AND (r.request_state = 'EXECUTING' AND r.network_class = %(network_class)s) IS TRUE
   AND ((n.node_state = 'UNKNOWN' AND n.error_code IS DISTINCT FROM 'OBSERVATION_TIMEOUT'
+        AND n.error_code IS DISTINCT FROM 'FAILURE_NOT_PROVEN'
         AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
        OR (n.node_state = 'SUBMITTING'
            AND (n.updated_at < now() - make_interval(secs => %(grace_seconds)s)

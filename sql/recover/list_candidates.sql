@@ -5,7 +5,8 @@
 -- recover() pushes next_recover_at back, so no process asks again at once),
 -- and SUBMITTING nodes past the lane's grace cutoff (stranded between the
 -- write-ahead commit and submit's return). Observation timeouts are left for
--- an operator (reference §2).
+-- an operator (reference §2), and nodes operators resolved FAILED that wait for the
+-- chain's proof (FAILURE_NOT_PROVEN) to evm_nonce_reaper's cancel step.
 --
 -- Rows another process holds are left out here (FOR SHARE ... SKIP LOCKED;
 -- run on its own, the statement's locks end with it): otherwise held nodes
@@ -29,6 +30,7 @@ CROSS JOIN LATERAL (
 ) r
 WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING')
   AND coalesce(((n.node_state = 'UNKNOWN' AND n.error_code IS DISTINCT FROM 'OBSERVATION_TIMEOUT'
+                  AND n.error_code IS DISTINCT FROM 'FAILURE_NOT_PROVEN'
                   AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
                  OR (n.node_state = 'SUBMITTING'
                      AND (n.updated_at < now() - make_interval(secs => %(grace_seconds)s)

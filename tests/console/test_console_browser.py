@@ -353,3 +353,57 @@ def test_an_unknown_node_is_resolved_by_two_operators(chromium, runtime: Runtime
     expect(alice.locator("#node-detail")).to_contain_text("0xabc")
     screenshot(bob, "movement-resolved-node")
     assert not alice.errors and not bob.errors, (alice.errors, bob.errors)  # type: ignore[attr-defined]
+
+
+def test_a_pending_movement_shows_its_policy_rule_approvals_and_window(
+    chromium, runtime: Runtime
+) -> None:
+    """Under a treasury policy asking two operators, the movement page shows the
+    rule, the approvals given and still needed, and the accumulation window."""
+    import trio
+
+    from qtg.db import Database
+    from qtg.services import policies
+
+    document = {
+        "rules": [
+            {
+                "name": "cap",
+                "accumulation": {"window_seconds": 86400, "scope": "overall", "gt": "1000"},
+                "action": "block",
+            },
+            {
+                "name": "two-operators",
+                "destination": "any",
+                "action": "allow",
+                "approvals": {"count": 2, "role": "operator"},
+            },
+            {"name": "block-all", "action": "block"},
+        ]
+    }
+
+    async def activate() -> None:
+        async with Database(runtime.dsn, min_size=1, max_size=1) as db:
+            proposed = await policies.propose_policy(db, document=document, actor="admin")
+            await policies.approve_policy(db, proposed["version"], actor="admin2")
+
+    trio.run(activate)
+    rid = create_movement(runtime, "alice")
+    bob = sign_in(chromium, runtime, "bob")
+    bob.goto(f"{runtime.url}/console/#/movements/{rid}")
+    expect(bob.locator("#policy-rule")).to_contain_text("rule two-operators")
+    expect(bob.locator("#policy-approvals")).to_contain_text("0 of 2 from role operator")
+    expect(bob.locator("#policy-accumulation")).to_have_text("cap: 0 of 1000 in 86400s (overall)")
+    bob.click("#act-approve")  # the API answers 202: one more is needed
+    expect(bob.locator("#action-ok")).to_contain_text("PENDING_APPROVAL")
+    expect(bob.locator("#policy-approvals")).to_have_text(
+        "1 of 2 from role operator (bob) · 1 still needed"
+    )
+    admin = sign_in(chromium, runtime, "admin")
+    admin.goto(f"{runtime.url}/console/#/movements/{rid}")
+    admin.click("#act-approve")
+    expect(admin.locator("h1")).not_to_have_attribute("data-state", "PENDING_APPROVAL")
+    expect(admin.locator("#policy-approvals")).to_have_text(
+        "2 of 2 from role operator (bob, admin)"
+    )
+    assert bob.errors == [] and admin.errors == []  # type: ignore[attr-defined]

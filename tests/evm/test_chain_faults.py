@@ -130,7 +130,7 @@ async def test_read_lag_never_fails_a_mined_transfer_and_pays_each_once(anvil, d
     ended FAILED (EVM_NOT_BROADCAST) while mined, and a retry paid twice."""
     proxy = LagProxy(anvil.url, lag=1.5)
     registry = build_registry(
-        settings_for(proxy.url, dsn, MG_EVM_NOT_LANDED_CONFIRM_SECONDS="30"), db
+        settings_for(proxy.url, dsn, MG_EVM_EVIDENCE_ATTENTION_SECONDS="30"), db
     )
     executor = registry.executor_for("evm_transfer")
     first = anvil.nonce(ADDRESSES[0])

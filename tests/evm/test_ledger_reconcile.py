@@ -20,12 +20,15 @@ from decimal import Decimal
 
 import psycopg
 import pytest
+import trio
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from runtime.rt_procs import all_completed, query, wait_until
 
 from evm.anvil import ADDRESSES, wait_receipt
 from evm.test_transient_and_lanes import fresh_address, launch, seed
+from qtg.db import Database
+from qtg.services import evm_signer_holds
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +59,19 @@ def drop(dsn: str) -> None:
 def stop(proc) -> None:
     proc.send(signal.SIGTERM)
     proc.wait_exit(30)
+
+
+def clear(dsn: str, hold_id: int, actor: str) -> bool:
+    """An operator's half of the four-eyes clear (the API's service); True: cleared."""
+
+    async def run() -> bool:
+        async with Database(dsn, min_size=1, max_size=1) as db:
+            _, cleared = await evm_signer_holds.request_clear(
+                db, hold_id, actor=actor, evidence="the key was used by the old payout script"
+            )
+        return cleared
+
+    return trio.run(run)
 
 
 def notifications(dsn: str, kind: str) -> list[tuple]:
@@ -166,13 +182,10 @@ def test_a_transaction_of_the_key_that_is_no_payment_holds_the_signer(anvil, dsn
     state, code = held_node()
     assert state == "READY" and code in ("EVM_SIGNER_HELD", "EVM_LEDGER_RECONCILING")
     assert anvil.nonce(ADDRESSES[0]) == count and anvil.balance(waiting) == 0
-    # a person clears the hold: the payment goes, once
-    query(
-        dsn,
-        "UPDATE evm_signer_holds SET cleared_at = now(), cleared_by = 'carol',"
-        " clear_evidence = 'the key was used by the old payout script' WHERE id = %s",
-        (hold_id,),
-    )
+    # two operators clear the hold (four-eyes): the payment goes, once
+    assert clear(dsn, hold_id, "alice") is False  # proposed: still held
+    assert query(dsn, "SELECT count(*) FROM evm_signer_holds WHERE cleared_at IS NULL")[0][0] == 1
+    assert clear(dsn, hold_id, "bob") is True
     wait_until(lambda: all_completed(dsn, held_ids), 60, "the held payment after the clear")
     assert anvil.balance(waiting) == WEI
     assert anvil.nonce(ADDRESSES[0]) == count + 1

@@ -16,6 +16,7 @@ from . import (
     policies,
     proposals,
     registry,
+    signer_holds,
     templates,
 )
 
@@ -34,4 +35,5 @@ def all_endpoints() -> list[Endpoint]:
         *operations.ENDPOINTS,
         *balances.ENDPOINTS,
         *drift.ENDPOINTS,
+        *signer_holds.ENDPOINTS,
     ]

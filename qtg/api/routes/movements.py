@@ -200,7 +200,8 @@ ENDPOINTS = [
         "POST",
         "/v3/movements/{request_id}/nodes/{node_key}/retry",
         retry_node,
-        "Retry a FAILED node (a new attempt)",
+        "Retry a FAILED node (a new attempt); 409 FAILURE_NOT_PROVEN unless its failure is "
+        "proven (failure_proven)",
         "movements",
         s.Movement,
         **{**_DECISION, "path_model": s.NodePath},
@@ -234,7 +235,12 @@ ENDPOINTS = [
         "operator sending the same outcome confirms it (200): COMPLETED completes the node and "
         "releases its successors, FAILED fails it (no money moved), and the movement's state "
         "is derived again (from MANUAL_INTERVENTION through EXECUTING). 403 FOUR_EYES: the "
-        "proposer cannot confirm. 409 RESOLUTION_MISMATCH: another outcome than proposed; "
+        "proposer cannot confirm. A confirmed FAILED whose node signed chain transactions that "
+        "could still be mined answers 202 with resolution.applied_at null: the node stays "
+        "UNKNOWN (FAILURE_NOT_PROVEN) until the chain shows a same-nonce cancel consumed the "
+        "nonce (then FAILED), or the payment did (then it completes). 409 "
+        "FAILURE_PROOF_PENDING: such a node is waiting for the chain. 409 RESOLUTION_MISMATCH: "
+        "another outcome than proposed; "
         "ILLEGAL_NODE_STATE: the node is not UNKNOWN (nor SUBMITTING past its grace); "
         "NODE_BUSY: a worker holds the node right now; ILLEGAL_STATE: the movement is not "
         "EXECUTING or MANUAL_INTERVENTION.",

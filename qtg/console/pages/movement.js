@@ -13,6 +13,28 @@ const RESUMABLE = new Set(["MANUAL_INTERVENTION", "WAITING_MANUAL_ACTION"]);
 const MAX_EVENTS = 300;
 
 /** The movement-level decisions worth offering in a state (the API decides in the end). */
+// How the treasury policy governs a movement (docs/policies.md): its rule, the
+// approvals given and still needed, each accumulation window's use, the delay left.
+const policyFacts = (policy) => {
+  if (!policy) return [];
+  const ask = policy.approvals || {};
+  const from = ask.group ? `group ${ask.group}` : `role ${ask.role || "operator"}`;
+  const counted = (policy.approvals_given || []).filter((a) => a.counted).map((a) => a.principal);
+  const windows = (policy.accumulation || []).map((w) =>
+    `${w.rule}: ${w.used} of ${w.limit ?? "—"} in ${w.window_seconds}s (${w.scope})`);
+  return [
+    h("dt", "Policy"), h("dd#policy-rule", `v${policy.version} · rule ${policy.rule}`),
+    h("dt", "Approvals"), h("dd#policy-approvals",
+      `${counted.length} of ${ask.count} from ${from}` +
+      (counted.length ? ` (${counted.join(", ")})` : "") +
+      (policy.approvals_needed ? ` · ${policy.approvals_needed} still needed` : "")),
+    h("dt", "Accumulation"), h("dd#policy-accumulation", windows.join("; ") || "—"),
+    h("dt", "Charged"), h("dd", policy.charged ?? "—"),
+    h("dt", "Delay left"), h("dd#policy-delay",
+      policy.delay_seconds ? `${Math.ceil(policy.delay_left_seconds)}s of ${policy.delay_seconds}s` : "—"),
+  ];
+};
+
 export function decisionsFor(state) {
   const out = [];
   if (state === "PENDING_APPROVAL") out.push("approve", "reject");
@@ -153,7 +175,8 @@ export default {
         h("dt", "Frontier"), h("dd#frontier", (movement.current_frontier || []).join(", ") || "—"),
         h("dt", "Created"), h("dd", when(movement.created_at)),
         h("dt", "Updated"), h("dd", when(movement.updated_at)),
-        h("dt", "Expires"), h("dd", when(movement.expires_at))));
+        h("dt", "Expires"), h("dd", when(movement.expires_at)),
+        ...policyFacts(movement.policy)));
     };
 
     let shownGraph = null;
@@ -191,7 +214,9 @@ export default {
       }
       const base = `/v3/movements/${id}/nodes/${encodeURIComponent(node.node_key)}`;
       const nodeActions = [];
-      if (canAct && node.node_state === "FAILED") {
+      // retry only where FAILED is proven (failure_proven): a new attempt beside bytes
+      // that can still be mined could pay twice; the API answers 409 FAILURE_NOT_PROVEN
+      if (canAct && node.node_state === "FAILED" && node.failure_proven === true) {
         nodeActions.push(h("button#act-retry.primary", { type: "button", onclick: () => decide(`retry ${node.node_key}`, `${base}/retry`) }, "retry node"));
       }
       if (canAct && (node.node_state === "UNKNOWN" || node.node_state === "SUBMITTING")) {
