@@ -27,7 +27,6 @@ No ACTIVE policy version: nothing here applies and movements behave as before.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -717,7 +716,3 @@ async def policy_view(tx: Tx, movement: Mapping[str, Any]) -> dict[str, Any] | N
         "delay_seconds": delay,
         "delay_left_seconds": float(delay_left or 0.0),
     }
-
-
-def request_uuid(value: object) -> uuid.UUID:
-    return uuid_or_not_found(value, what="movement", key="request_id")

@@ -115,3 +115,25 @@ async def test_a_rules_delay_holds_dispatch_until_it_has_run(svc: ServiceContext
     await eventually(sent, deadline=10)
     charged = await svc.db.fetchrow(CHARGED)
     assert charged is not None and (charged["s"], charged["n"]) == (5, 1)
+
+
+async def test_a_movement_held_by_a_limit_pages_and_can_be_cancelled(svc: ServiceContext) -> None:
+    from qtg.services.movements import cancel_movement, get_movement
+    from qtg.services.node_attention import raise_attention
+
+    svc = with_settings(svc, node_dispatch_batch_size=1, node_transient_attention_seconds=0.3)
+    await template(svc, "t.page", [node("pay", "evm_transfer")], [])
+    await activate(svc, CAP)
+    ids = [(await movement(svc, "t.page", amount="200", key=f"page-{i}"))["id"] for i in range(2)]
+    while await dispatch_ready_nodes(svc):
+        pass
+    held = ids[1]  # FIFO: the first went out, the second would cross 250
+
+    async def paged() -> bool:
+        await raise_attention(svc)
+        return (await get_movement(svc.db, held))["request_state"] == "MANUAL_INTERVENTION"
+
+    await eventually(paged, deadline=10)
+    cancelled = await cancel_movement(svc.db, held, actor="bob", reason="over the cap")
+    assert cancelled["request_state"] == "CANCELLED"
+    assert await svc.db.fetchval(SENT) == 1
