@@ -200,6 +200,10 @@ class Settings:
     node_recovery_submitting_grace_seconds: float = interval(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS", 120.0
     )
+    # A SUBMITTING node whose owning process has not shown it is alive for this long
+    # (its liveness row, beaten every fifth of this; a kill -9 or a lost host stops it)
+    # is handed to recover() at once, without waiting for the grace above.
+    node_recovery_dead_owner_seconds: float = interval("MG_NODE_RECOVERY_DEAD_OWNER_SECONDS", 5.0)
     # A node recovery has not decided for this long (UNKNOWN, or
     # SUBMITTING this long past its grace) moves its movement to MANUAL_INTERVENTION
     # (request_attention: a critical notification and a callback), once per node attempt

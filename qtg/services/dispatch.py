@@ -261,7 +261,8 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
                 )
                 if submission is not None:
                     submissions.append(submission)
-            defer_write_ahead(tx, write_aheads)  # the whole batch's, in one statement
+            # the whole batch's, in one statement
+            defer_write_ahead(tx, write_aheads, owner=ctx.instance_id)
     # the write-ahead commit of the whole batch happened when the block above
     # closed; it also released the rows left out of the batch, still READY
     for row in batch:
@@ -648,7 +649,7 @@ async def _prepare(
         executor=executor,
     )
     if write_aheads is None:
-        defer_write_ahead(tx, [submission])
+        defer_write_ahead(tx, [submission], owner=ctx.instance_id)
     else:
         write_aheads.append(submission)
     return submission
@@ -684,10 +685,12 @@ async def defer(ctx: ServiceContext, tx: Tx, node: dict[str, Any], exc: RetryLat
     )
 
 
-def defer_write_ahead(tx: Tx, subs: list[Submission]) -> None:
+def defer_write_ahead(tx: Tx, subs: list[Submission], *, owner: str | None = None) -> None:
     """Defer the write-ahead UPDATE of `subs` (SUBMITTING with their attempt,
     idempotency key and prepared action), one statement for all: committed
-    with the state changes before it when the transaction closes."""
+    with the state changes before it when the transaction closes. `owner`: this
+    runtime process's instance id, so that recovery takes the nodes at once if
+    the process dies (issue 43 item 7; None: after the SUBMITTING grace)."""
     if not subs:
         return
     tx.defer(
@@ -699,6 +702,7 @@ def defer_write_ahead(tx: Tx, subs: list[Submission]) -> None:
             "prepared_actions": [
                 Jsonb({**msgspec.to_builtins(s.prepared), "signature": s.signature}) for s in subs
             ],
+            "owner": owner,
         },
     )
 
