@@ -33,6 +33,7 @@ from qtg.domain.ccip import (
 )
 from qtg.providers.ccip.intents import DELIVERABLE, UNRESOLVED, S, move
 from qtg.providers.evm import nonces as evm_nonces
+from qtg.providers.evm.consumed import find_consumer
 from qtg.providers.evm.rpc import RpcError, RpcUnavailable
 from qtg.services.context import ServiceContext
 
@@ -163,6 +164,13 @@ async def _look_up(
     for tx_hash in hashes:
         known = known or await rpc.transaction(tx_hash) is not None
     mined_nonce = await rpc.nonce(row["sender"], "latest")
+    consumed_by_other, consumer = False, None
+    if not known and mined_nonce > row["nonce"]:
+        # what used the nonce, read from its block (issue 43): only another transaction
+        # than ours proves this send can never be mined
+        consumer = await find_consumer(rpc, row["sender"], row["nonce"], await rpc.block_number())
+        ours = {h.lower() for h in hashes}
+        consumed_by_other = consumer is not None and consumer.tx_hash not in ours
     verdict = reap_verdict(
         state=row["state"],
         receipt_status=status,
@@ -171,9 +179,13 @@ async def _look_up(
         nonce=row["nonce"],
         mined_nonce=mined_nonce,
         executed=executed,
+        consumed_by_other=consumed_by_other,
     )
-    if verdict is Verdict.RELEASED:
-        facts["state_detail"] = "the nonce went to another transaction: never sent"
+    if verdict is Verdict.RELEASED and consumer is not None:
+        facts["state_detail"] = (
+            f"the nonce went to another transaction, {consumer.tx_hash} in block "
+            f"{consumer.block}: never sent"
+        )
     elif verdict is Verdict.STRANDED and "state_detail" not in facts:
         facts["state_detail"] = (
             "broadcast but not mined" if known else "nothing on chain, nonce still free"

@@ -27,7 +27,6 @@ No ACTIVE policy version: nothing here applies and movements behave as before.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -65,6 +64,8 @@ SQL = sql_family(
     "insert_approval",
     "list_approvals",
     "delay_roots",
+    "delay_left",
+    "version_document",
 )
 
 MAX_PAGE = 200
@@ -647,5 +648,71 @@ async def check_at_dispatch(
     return None
 
 
-def request_uuid(value: object) -> uuid.UUID:
-    return uuid_or_not_found(value, what="movement", key="request_id")
+# ------------------------------------------------------------------ what a person sees
+
+
+async def policy_view(tx: Tx, movement: Mapping[str, Any]) -> dict[str, Any] | None:
+    """For a policy-governed movement: the version and rule that matched, the
+    approvals given and still needed, the accumulation used in each window that
+    applies to it (as its version's rules count it), what it was charged at
+    dispatch, and the delay before dispatch still to run. None when no policy
+    governs it."""
+    version = movement.get("policy_version")
+    if version is None:
+        return None
+    rid = movement["id"]
+    stored = await tx.fetchrow(SQL.version_document, {"version": version})
+    assert stored is not None  # a foreign key
+    policy = P.parse_policy(stored["document"])
+    approvals = P.Approvals(**(movement.get("policy_approvals") or {"count": 1}))
+    given = await tx.fetch(SQL.list_approvals, {"request_id": rid})
+    counted = P.eligible_approvers(
+        approvals,
+        policy.groups,
+        [(g["principal"], g["principal_role"]) for g in given],
+        movement["created_by"],
+    )
+    if movement["request_state"] != "PENDING_APPROVAL" and not given:
+        counted = [movement["approved_by"]] if movement.get("approved_by") else []
+    _, f = await _facts_of_request(tx, rid)
+    used = await used_amounts(tx, policy, f)
+    accumulation = []
+    for rule in policy.accumulating():
+        assert rule.accumulation is not None
+        assets = rule.lists.get("asset")
+        if assets is not None and f.asset not in assets:
+            continue
+        limit = rule.accumulation.range.limit()
+        accumulation.append(
+            {
+                "rule": rule.name,
+                "scope": rule.accumulation.scope,
+                "window_seconds": rule.accumulation.window_seconds,
+                "used": str(used[rule.name]),
+                "limit": None if limit is None else str(limit),
+            }
+        )
+    charge = await tx.fetchrow(SQL.charged, {"request_id": rid})
+    delay_left = await tx.fetchval(SQL.delay_left, {"request_id": rid})
+    delay = int(movement.get("policy_delay_seconds") or 0)
+    if movement["request_state"] == "PENDING_APPROVAL":
+        delay_left = float(delay)
+    return {
+        "version": version,
+        "rule": movement.get("policy_rule"),
+        "approvals": approvals.as_json(),
+        "approvals_given": [
+            {
+                "principal": g["principal"],
+                "role": g["principal_role"],
+                "counted": g["principal"] in counted,
+                "approved_at": g["approved_at"],
+            }
+            for g in given
+        ],
+        "approvals_needed": max(0, approvals.count - len(counted)),
+        "accumulation": accumulation,
+        "charged": None if charge is None else str(charge["amount"]),
+        "delay_seconds": delay,
+        "delay_left_seconds": float(delay_left or 0.0),
+    }

@@ -39,8 +39,18 @@ LOOKUPS = frozenset({"eth_getTransactionReceipt", "eth_getTransactionByHash"})
 
 
 class LagProxy:
-    def __init__(self, upstream: str, lag: float, *, lose_send_replies: bool = False) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        lag: float,
+        *,
+        lose_send_replies: bool = False,
+        null_methods: frozenset[str] = frozenset(),
+    ) -> None:
         self.upstream, self.lag, self.lose_send_replies = upstream, lag, lose_send_replies
+        #: methods answered `null` always (issue 43: a provider with no receipt index);
+        #: "*": every method (an RPC that answers null to everything)
+        self.null_methods = null_methods
         self.lost = 0  # broadcasts forwarded whose reply was lost
         self.sent: dict[str, float] = {}  # tx hash -> when it went through
         self.nulls = 0  # lookups answered null because of the lag
@@ -76,6 +86,9 @@ class LagProxy:
         method, params = body.get("method"), body.get("params") or []
         if method == "eth_sendRawTransaction":
             self.sent["0x" + keccak(bytes.fromhex(params[0][2:])).hex()] = time.monotonic()
+        if method in self.null_methods or "*" in self.null_methods:
+            self.nulls += 1
+            return {"jsonrpc": "2.0", "id": body.get("id"), "result": None}
         if method in LOOKUPS and params:
             at = self.sent.get(str(params[0]).lower())
             if at is not None and time.monotonic() - at < self.lag:

@@ -199,3 +199,8 @@ def test_a_signer_that_is_not_the_enrolled_identity_waits_and_pages(
     wait_until(lambda: all_completed(dsn, ids), 30, "the movement to complete once enrolled")
     assert anvil.balance(to) == WEI // 8
     assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    # signed at last: the page is resolved (a later refusal pages again)
+    assert query(
+        dsn,
+        "SELECT resolved_at IS NOT NULL FROM notifications WHERE kind = 'custody_refusal'",
+    ) == [(True,)]
