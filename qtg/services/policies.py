@@ -605,37 +605,55 @@ async def lock_for_dispatch(tx: Tx, requests: Iterable[Mapping[str, Any]]) -> No
         await tx.fetchval(SQL.lock_charges, {})
 
 
+@dataclass(frozen=True, slots=True)
+class DispatchCheck:
+    """The policy's word on one action node about to be prepared: `wait` (do not
+    send; the node waits) or, for a movement not charged yet, the `charge` to
+    write once its write-ahead is built (`charge`)."""
+
+    wait: RetryLater | None = None
+    charge: Mapping[str, Any] | None = None
+
+
+NOT_GOVERNED = DispatchCheck()
+
+
 async def check_at_dispatch(
     tx: Tx, request: Mapping[str, Any], node: Mapping[str, Any]
-) -> RetryLater | None:
+) -> DispatchCheck:
     """Before a policy-governed movement's action node is prepared: the active
     policy decides again, under the ledger's lock (held until this transaction
-    commits its write-ahead). Allowed: its charge is written now, once per
-    movement, and None is returned. Blocked (a limit it would cross, an entry
-    removed): a RetryLater for the caller to wait on — the node stays READY and
-    pages past MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may cancel it.
-    A movement created with no policy active is not governed: None at once."""
+    commits its write-ahead). Blocked (a limit it would cross, an entry
+    removed): `wait` is a RetryLater for the caller to wait on — the node stays
+    READY and pages past MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may
+    cancel it. Allowed: the `charge` the caller writes with `charge` once the
+    node's write-ahead is built — not before, so a node that fails or waits in
+    prepare charges nothing. The nodes of one transaction are prepared one
+    after the other, so each one's sum includes the charges of those before it.
+    A movement created with no policy active, or already charged (an earlier
+    node or attempt), is not decided again."""
     if request.get("policy_version") is None or node["node_kind"] != "action":
-        return None
+        return NOT_GOVERNED
     await tx.fetchval(SQL.lock_charges, {})
     if await tx.fetchrow(SQL.charged, {"request_id": request["id"]}) is not None:
-        return None  # charged by an earlier node or attempt of this movement
+        return NOT_GOVERNED  # charged by an earlier node or attempt of this movement
     active = await active_policy(tx)
     if active is None:
-        return None  # policy withdrawn since: as before issue 45
+        return NOT_GOVERNED  # policy withdrawn since: as before issue 45
     _, f = await _facts_of_request(tx, request["id"])
     decision = await decide(tx, active, f)
     if decision.blocked:
         detail = ", ".join(f"{k}={v}" for k, v in sorted(decision.detail.items()))
-        return RetryLater(
-            f"policy version {active.version} rule {decision.rule!r} blocks dispatch now"
-            + (f" ({detail})" if detail else ""),
-            code="POLICY_LIMIT",
-            retry_after_seconds=LIMIT_RETRY_SECONDS,
+        return DispatchCheck(
+            wait=RetryLater(
+                f"policy version {active.version} rule {decision.rule!r} blocks dispatch now"
+                + (f" ({detail})" if detail else ""),
+                code="POLICY_LIMIT",
+                retry_after_seconds=LIMIT_RETRY_SECONDS,
+            )
         )
-    await tx.execute(
-        SQL.insert_charge,
-        {
+    return DispatchCheck(
+        charge={
             "request_id": request["id"],
             "asset": f.asset,
             "destination": f.destination.lower(),
@@ -643,9 +661,15 @@ async def check_at_dispatch(
             "amount": f.amount,
             "policy_version": active.version,
             "policy_rule": decision.rule,
-        },
+        }
     )
-    return None
+
+
+async def charge(tx: Tx, check: DispatchCheck) -> None:
+    """Write the movement's charge (once per movement), in the transaction of
+    its write-ahead and still under the ledger's lock."""
+    if check.charge is not None:
+        await tx.execute(SQL.insert_charge, check.charge)
 
 
 # ------------------------------------------------------------------ what a person sees
