@@ -1,7 +1,7 @@
 -- What the ledger knows it signed for one account (issue 43 item 2), read under the
 -- account lock with the chain's highest count (`top`):
---   known_next     one above the highest nonce it kept signed bytes for (written ahead of
---                  every broadcast) or adopted from the chain: the chain's count is never
+--   known_next     one above the highest nonce it kept signed bytes (or a signed hash)
+--                  for, written ahead of every broadcast, or adopted from the chain: the chain's count is never
 --                  above it unless the ledger lost history or the key is used elsewhere;
 --   known          whether it knows the account at all (false: first use of this signer);
 --   unsigned_below nonces the chain has used (below `top`) that the ledger reserved but
@@ -13,6 +13,11 @@ WITH known AS (
     SELECT coalesce(greatest(
                (SELECT max(nonce) FROM evm_signed_transactions
                 WHERE chain_id = %(chain_id)s AND address = %(address)s),
+               -- a reservation pointing at its signed transaction (rows signed before
+               -- evm_signed_transactions kept bytes have only this)
+               (SELECT max(nonce) FROM evm_nonce_reservations
+                WHERE chain_id = %(chain_id)s AND address = %(address)s
+                  AND tx_hash IS NOT NULL),
                (SELECT max(nonce) FROM evm_ledger_adoptions
                 WHERE chain_id = %(chain_id)s AND address = %(address)s)
            ) + 1, 0) AS known_next
