@@ -200,6 +200,10 @@ class Settings:
     node_recovery_submitting_grace_seconds: float = interval(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS", 120.0
     )
+    # A SUBMITTING node whose owning process has not shown it is alive for this long
+    # (its liveness row, beaten every fifth of this; a kill -9 or a lost host stops it)
+    # is handed to recover() at once, without waiting for the grace above.
+    node_recovery_dead_owner_seconds: float = interval("MG_NODE_RECOVERY_DEAD_OWNER_SECONDS", 5.0)
     # A node recovery has not decided for this long (UNKNOWN, or
     # SUBMITTING this long past its grace) moves its movement to MANUAL_INTERVENTION
     # (request_attention: a critical notification and a callback), once per node attempt
@@ -302,8 +306,9 @@ class Settings:
     ccip_enabled: bool = setting("MG_CCIP_ENABLED", False)
     # ccip_drift's interval.
     ccip_drift_poll_interval_seconds: float = interval("MG_CCIP_DRIFT_POLL_INTERVAL_SECONDS", 300.0)
-    # Run verify_drift (sidecar) when the runtime has the evm_rpc capability.
-    verify_drift_enabled: bool = setting("MG_VERIFY_DRIFT_ENABLED", False)
+    # Run verify_drift (sidecar) when the runtime has the evm_rpc capability: on by
+    # default, watching every configured token and bridge contract.
+    verify_drift_enabled: bool = setting("MG_VERIFY_DRIFT_ENABLED", True)
     # verify_drift's interval.
     verify_drift_interval_seconds: float = interval("MG_VERIFY_DRIFT_INTERVAL_SECONDS", 21_600.0)
 
@@ -526,9 +531,10 @@ class Settings:
     # nonce, same payload, fees +12 % (within MG_EVM_FEE_CAPS); until then, and after,
     # the newest signed bytes are broadcast again on every look.
     evm_replace_after_seconds: float = interval("MG_EVM_REPLACE_AFTER_SECONDS", 120.0)
-    # A nonce the chain used for a transaction that is not ours must be seen so twice,
-    # this far apart, before a new attempt is made (one lagging RPC answer is no proof).
-    evm_not_landed_confirm_seconds: float = interval("MG_EVM_NOT_LANDED_CONFIRM_SECONDS", 15.0)
+    # A nonce used at the trusted depth whose consumer cannot be read (neither a receipt
+    # of ours nor the consuming transaction in its block) waits, never a new attempt nor
+    # FAILED; past this long it pages critical (absence is never evidence).
+    evm_evidence_attention_seconds: float = interval("MG_EVM_EVIDENCE_ATTENTION_SECONDS", 120.0)
     # Per-chain fee caps in gwei, `chain_id=max_fee:max_tip,…`: a market fee above its
     # cap makes the transfer wait (RetryLater EVM_FEE_ABOVE_CAP, paged), never fail.
     evm_fee_caps: str = setting("MG_EVM_FEE_CAPS", "")

@@ -134,6 +134,8 @@ PARAMS: dict[str, Any] = {
     "tried": [],
     "lease_seconds": 30.0,
     "transient_attention_seconds": 900.0,
+    "owner": None,
+    "dead_owner_seconds": 5.0,
 }
 
 PARAMS_ATTENTION: dict[str, Any] = {**PARAMS, "attention_seconds": 900.0}
@@ -160,7 +162,10 @@ CASES: dict[str, tuple[str, set[str]]] = {
     "observe/claim_batch": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/list_due": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/next_due": (NODES, {"movement_request_nodes_observe_due"}),
-    "recover/next_due": (NODES, {"movement_request_nodes_recover_due"}),
+    "recover/next_due": (
+        NODES,
+        {"movement_request_nodes_recover_due", "movement_request_nodes_submitting_owner"},
+    ),
     "recover/list_candidates": (NODES, {"movement_request_nodes_recoverable"}),
     # the UPDATEs find their claimed rows again by primary key
     "callbacks/claim_due": (
@@ -781,3 +786,40 @@ def _assert_sidecar_walks(query: str, explained: dict[str, Any]) -> None:
             via.add(index)
     assert via, query
     _bounded(query, explained, SIDECAR_PARAMS["limit"])
+
+
+@pytest.mark.parametrize("statistics", ["stale", "fresh"])
+def test_the_settle_sweep_reads_one_window_of_requests(
+    request: pytest.FixtureRequest, statistics: str
+) -> None:
+    """Issue 44 item 5: the settle sweep aggregated the nodes of every EXECUTING
+    request of the class (7.7k here) after every recovery pass; it reads one
+    window of `scan` of them now, in order from its cursor, through the
+    EXECUTING requests' index (migrations/0063), and each one's nodes through
+    the request_id index."""
+    dsn = request.getfixturevalue("burst_dsn" if statistics == "stale" else "fresh_dsn")
+    scan = 50
+    params = {
+        **PARAMS,
+        "scan": scan,
+        "after_created_at": None,
+        "after_id": None,
+        "grace_seconds": 10.0,
+    }
+    explained = _explain(dsn, "node_attention/unsettled", params)
+    scans = list(_scans(explained["Plan"]))
+    [walk] = [s for s in scans if s.get("Relation Name") == "movement_requests"]
+    assert walk["Node Type"] in ("Index Scan", "Index Only Scan"), walk
+    # on fresh statistics, where 6 requests in 7 are EXECUTING, the walk of all
+    # requests in (created_at, id) order costs the same and stops as soon
+    assert walk["Index Name"] in (
+        "movement_requests_executing_walk",
+        "movement_requests_created" if statistics == "fresh" else "",
+    )
+    assert walk["Actual Rows"] <= scan + 1  # the window (and the row that ends it)
+    for scan_node in scans:
+        if scan_node.get("Relation Name") == NODES:  # by request (a bitmap of its rows, or not)
+            index = scan_node.get("Index Name") or scan_node["Plans"][0]["Index Name"]
+            assert index == NODES_BY_REQUEST, scan_node
+    assert explained["Plan"]["Actual Rows"] >= 1  # the window's last row, for the cursor
+    _bounded("node_attention/unsettled", explained, scan)

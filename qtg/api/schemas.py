@@ -470,9 +470,46 @@ class MovementSummary(Out):
     )
 
 
+class PolicyApproval(Out):
+    principal: str
+    role: str
+    counted: bool = Field(description="whether it counts for the rule (group or role)")
+    approved_at: datetime
+
+
+class PolicyWindow(Out):
+    rule: str
+    scope: str
+    window_seconds: int
+    used: str = Field(description="the sum already charged in the window and scope")
+    limit: str | None
+
+
+class MovementPolicy(Out):
+    version: int
+    rule: str | None
+    approvals: JsonObject = Field(description="what the rule needs: {count, group | role}")
+    approvals_given: list[PolicyApproval]
+    approvals_needed: int = Field(description="distinct eligible approvals still missing")
+    accumulation: list[PolicyWindow]
+    charged: str | None = Field(description="what its dispatch charged; null: not yet")
+    delay_seconds: int
+    delay_left_seconds: float = Field(description="of the rule's delay before dispatch")
+
+
 class Movement(MovementSummary):
+    policy: MovementPolicy | None = Field(
+        default=None, description="how the treasury policy governs it; null: no policy"
+    )
     template_version_id: uuid.UUID
     compiled_plan_hash: str
+    approval_seal: str | None = Field(
+        default=None,
+        description=(
+            "sha256 of what was approved, written at approval; the signer refuses a movement "
+            "whose rows no longer match it (docs: Custody). null: not approved yet"
+        ),
+    )
     input_params: JsonObject
     idempotency_key: str
     decided_by: str | None

@@ -199,6 +199,13 @@ def _guard_root_mode() -> None:
 _guard_root_mode()
 
 
+#: What EmbeddedPostgres.stop() did.
+STOPPED = "stopped"
+LEFT_RUNNING = "left running"
+ALREADY_GONE = "already gone"
+NOT_STARTED = "not started"
+
+
 class EmbeddedPostgres:
     """A private PostgreSQL server whose data lives in `data_dir/pgdata`.
 
@@ -215,6 +222,9 @@ class EmbeddedPostgres:
         self._host: str | None = None
         self._port: int | None = None
         self.pid: int | None = None  # the postmaster's pid while started
+        #: True when start() found the server already running (another process's, or
+        #: one left behind) and adopted it: this process did not start it.
+        self.adopted = False
 
     # ---- lifecycle
     def start(self) -> str:
@@ -228,6 +238,9 @@ class EmbeddedPostgres:
                 f"embedded PostgreSQL: cannot create data dir {self.data_dir}: {exc.strerror}"
             ) from None
         with self._lock():
+            already = self._postmaster_alive() or any(
+                p != os.getpid() for p in self._read_handles()
+            )
             try:
                 # get_server() returns a cached handle without starting it when
                 # this process used the data dir before: start() explicitly.
@@ -245,26 +258,32 @@ class EmbeddedPostgres:
             self.pid = info.pid
             self._host = str(info.socket_dir) if info.socket_dir else info.hostname
             self._port = info.port
+            self.adopted = already
             self._add_handle()
         atexit.register(self.stop)
         return self.dsn_for(MAINTENANCE_DATABASE)
 
-    def stop(self) -> None:
+    def stop(self) -> str:
         """Stop the server (unless another live process uses it) and wait until it is gone.
 
-        Idempotent: stopping a stopped (or never started) server does nothing.
+        Returns what happened, so that the caller logs the truth: STOPPED (this
+        process stopped it), LEFT_RUNNING (another live process still uses it),
+        ALREADY_GONE (someone else stopped it, or it crashed) or NOT_STARTED
+        (idempotent: stopping a stopped or never started server does nothing).
+        A second runtime on the same data dir once logged "embedded PostgreSQL
+        stopped" for a server it left running for the first.
         """
         server, pid = self._server, self.pid
         if server is None:
-            return
+            return NOT_STARTED
         atexit.unregister(self.stop)
         self._server = None
         self.pid = None
         with self._lock():
             if self._remove_handle():
-                return  # another live process still uses this server
+                return LEFT_RUNNING  # another live process still uses this server
             if pid is not None and not _alive(pid):
-                return  # already gone (stopped by someone else, or crashed)
+                return ALREADY_GONE  # stopped by someone else, or crashed
             try:
                 server.stop()  # pg_ctl -w stop (fast mode), else terminate, then kill
             except (subprocess.SubprocessError, OSError) as exc:
@@ -273,6 +292,7 @@ class EmbeddedPostgres:
                 ) from exc
             if pid is not None:
                 _wait_gone(pid, _STOP_WAIT_SECONDS)
+            return STOPPED
 
     @property
     def running(self) -> bool:
@@ -333,6 +353,14 @@ class EmbeddedPostgres:
         others = [p for p in self._read_handles() if p != os.getpid()]
         self._handles_path.write_text(json.dumps(others))
         return bool(others)
+
+    def _postmaster_alive(self) -> bool:
+        """Whether pgdata/postmaster.pid names a live process (a running server)."""
+        try:
+            first = (self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0]
+            return _alive(int(first.strip()))
+        except (OSError, ValueError):
+            return False
 
     @contextmanager
     def _lock(self) -> Iterator[None]:

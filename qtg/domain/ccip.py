@@ -360,13 +360,17 @@ def reap_verdict(
     nonce: int,
     mined_nonce: int | None,
     executed: bool = False,
+    consumed_by_other: bool = False,
 ) -> Verdict:
     """What ccip_stranded_reaper does with an intent aged past the threshold.
 
     `receipt_status` is the send's receipt status (None: no receipt); `tx_known`
     says the hash is mined or pending; `mined_nonce` the sender's `latest` count
-    (None: no client for the chain). Released only when the chain proves the
-    transaction can never be mined: its nonce was used by another one.
+    (None: no client for the chain); `consumed_by_other` that the transaction that
+    used the nonce was read from its block and is none of ours. Released only when
+    the chain proves the transaction can never be mined: its nonce was used by
+    another one. A lookup that found none of ours is no proof (a lagging or pruned
+    receipt index): stranded, a person looks.
     """
     if receipt_status is not None:
         if receipt_status != 1:
@@ -376,7 +380,7 @@ def reap_verdict(
         if state in (IntentState.PENDING, IntentState.BROADCAST) and message_id is not None:
             return Verdict.SENT
         return Verdict.STRANDED  # sent but not delivered in time
-    if not tx_known and mined_nonce is not None and nonce < mined_nonce:
+    if not tx_known and mined_nonce is not None and nonce < mined_nonce and consumed_by_other:
         return Verdict.RELEASED
     return Verdict.STRANDED
 

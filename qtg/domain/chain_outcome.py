@@ -1,20 +1,31 @@
-"""What happened to one nonce of ours: decided by the chain, never by one "not found" (issue 24).
+"""What happened to one nonce of ours: decided by the chain, never by one "not found"
+(issues 24 and 43).
 
-The rule, for every chain executor (evm, ccip and any later one):
+The rule, for every chain executor (evm, ccip, cctp):
 
     A transaction that may have been broadcast is never reported FAILED, and its
     nonce is never released, until the chain has consumed that nonce; then the
-    outcome is whatever consumed it.
+    outcome is whatever consumed it — read from the block that consumed it.
 
 Every signed transaction of a nonce is kept (the payment, each fee-bumped
 replacement, a reaper's gap fill). While the nonce is unconsumed the newest
 signed bytes are broadcast again (idempotent: the same bytes are the same
 transaction) and, after MG_EVM_REPLACE_AFTER_SECONDS, replaced at the same
 nonce with a fee bump — never a new nonce for the same payment. Once the chain
-has consumed the nonce at the depth we trust, one of ours mined → its receipt
-decides; none of ours → ours can never land, and a new attempt is safe — but
-only when two judgements, some time apart, agree (one RPC's lagging answer is
-not proof).
+has consumed the nonce at the depth we trust, one of ours with a receipt → its
+receipt decides. Without one, a missing receipt proves nothing (a lagging index,
+a pruned node): the transaction that consumed the nonce is found in its block
+(qtg.providers.evm.consumed) and its hash decides —
+
+- one of this attempt's: paid; its receipt (read from the block) decides, and
+  until a receipt can be read the node waits (never a new attempt);
+- one qtg signed for something else (a gap fill, a cancel, another attempt):
+  this attempt's can never land, proven by that hash: a new attempt is safe;
+- one qtg never signed: the key is used elsewhere (or the ledger lost what it
+  signed): the signer is held (qtg.providers.evm.holds) and a person decides.
+
+While nothing can be read the verdict is a wait, flagged for a page once the
+evidence has been missing for MG_EVM_EVIDENCE_ATTENTION_SECONDS.
 
 `judge` is pure: the provider (qtg.providers.evm.outcome.ChainJudge) gathers the
 facts and acts on the verdict.
@@ -50,10 +61,16 @@ class Verdict(StrEnum):
     WAIT_REBROADCAST = "wait_rebroadcast"
     #: unconsumed for MG_EVM_REPLACE_AFTER_SECONDS: sign the same payload with a fee bump
     REPLACE_WITH_BUMP = "replace_with_bump"
-    #: consumed at depth by a transaction that is not ours, seen once: look again later
-    CONFIRM_NOT_LANDED = "confirm_not_landed"
-    #: consumed at depth by another transaction, confirmed: ours can never land
+    #: consumed at depth, and the consuming transaction (or, when it is ours, its
+    #: receipt) cannot be read yet: wait, never a new attempt (paged past the bound)
+    AWAIT_EVIDENCE = "await_evidence"
+    #: consumed at depth by a transaction qtg signed for something else (a gap fill, a
+    #: cancel, another attempt), named in `consumer`: ours can never land
     NOT_LANDED = "not_landed"
+    #: consumed at depth by a transaction qtg never signed: the key is used elsewhere;
+    #: the signer is held and a person decides (ours can never land, but the foreign
+    #: transaction may itself be this payment, signed by a ledger since lost)
+    FOREIGN_CONSUMER = "foreign_consumer"
     #: we never signed anything for this nonce and the chain has not used it: free
     NOTHING_SIGNED = "nothing_signed"
 
@@ -82,16 +99,27 @@ class Facts:
     #: seconds since the newest signed transaction of this nonce was signed
     newest_age_seconds: float
     replace_after_seconds: float
-    #: seconds since an earlier judgement first found the nonce consumed by another
-    #: transaction (None: never, or that finding was contradicted since)
-    not_landed_for_seconds: float | None = None
-    not_landed_confirm_seconds: float = 15.0
+    #: the hash of the transaction from the signer with this nonce, read from the block
+    #: where the account's count passed it (None: not looked for, or unreadable)
+    consumer: str | None = None
+    consumer_block: int | None = None
+    #: every hash qtg signed for this nonce, whatever for (gap fills, other attempts)
+    qtg_signed: Sequence[str] = ()
+    #: seconds the nonce has been consumed at depth without a receipt of ours (None:
+    #: not so), and the bound past which that wait pages
+    evidence_missing_seconds: float | None = None
+    evidence_attention_seconds: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
     verdict: Verdict
     receipt: Receipt | None = None
+    #: the consuming transaction, when the verdict rests on it
+    consumer: str | None = None
+    consumer_block: int | None = None
+    #: a wait for evidence that has lasted past its bound: page a person
+    attention: bool = False
 
 
 def judge(facts: Facts) -> Judgement:
@@ -110,10 +138,18 @@ def judge(facts: Facts) -> Judgement:
     if facts.count_at_trusted > facts.nonce:
         if not ours:
             return Judgement(Verdict.NOT_LANDED)  # nothing of ours exists to land
-        seen = facts.not_landed_for_seconds
-        if seen is not None and seen >= facts.not_landed_confirm_seconds:
-            return Judgement(Verdict.NOT_LANDED)
-        return Judgement(Verdict.CONFIRM_NOT_LANDED)
+        consumer, block = facts.consumer, facts.consumer_block
+        if consumer is None or consumer in ours:
+            # unreadable, or ours without a readable receipt: paid or not, only the chain
+            # can say; absence of a receipt is never evidence
+            missing = facts.evidence_missing_seconds
+            late = missing is not None and missing >= facts.evidence_attention_seconds
+            return Judgement(
+                Verdict.AWAIT_EVIDENCE, consumer=consumer, consumer_block=block, attention=late
+            )
+        if consumer in set(facts.qtg_signed):
+            return Judgement(Verdict.NOT_LANDED, consumer=consumer, consumer_block=block)
+        return Judgement(Verdict.FOREIGN_CONSUMER, consumer=consumer, consumer_block=block)
     if facts.count_latest > facts.nonce:
         return Judgement(Verdict.AWAIT_DEPTH)  # used at the tip: by ours or not, depth tells
     if not ours:
@@ -224,3 +260,81 @@ def effect_seen(
 
 #: keccak("Transfer(address,address,uint256)")
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+
+
+def not_landed_proof(judgement: Judgement, nonce: int) -> str:
+    """What proves a NOT_LANDED verdict, for the node's error_detail (FAILED or a new
+    attempt must name its proof): the transaction that consumed the nonce, or that
+    this attempt never signed anything for it."""
+    if judgement.consumer is None:
+        return f"nonce {nonce} is used at the trusted depth and this attempt signed nothing for it"
+    return (
+        f"nonce {nonce} was consumed by qtg's own transaction {judgement.consumer} "
+        f"(block {judgement.consumer_block}), not by this attempt's: this attempt's can never "
+        "be mined"
+    )
+
+
+#: Refusal wordings that mean the bytes (or others at the same nonce) are already with
+#: the node: geth "already known", Nethermind "AlreadyKnown", Besu/Erigon "known
+#: transaction", "nonce too low" (maybe used by these very bytes), an underpriced
+#: replacement (another transaction of that nonce is in the mempool, maybe ours).
+IN_FLIGHT_REFUSALS = (
+    "already known",
+    "alreadyknown",
+    "known transaction",
+    "already imported",
+    "already exists",
+    "nonce too low",
+    "replacement transaction underpriced",
+    "replacement underpriced",
+)
+
+
+def refusal_may_be_in_flight(message: str) -> bool:
+    """A broadcast refusal after which the bytes may be (or have been) on their way: the
+    nonce is not released and the chain decides (issue 43: the "known transaction"
+    wording used to release a nonce whose bytes were in a mempool)."""
+    text = message.lower()
+    return any(phrase in text for phrase in IN_FLIGHT_REFUSALS)
+
+
+def transfer_flows(logs: Sequence[Mapping[str, Any]], token: str) -> dict[str, int]:
+    """Net ERC-20 flow per address (lower-case hex) of `token`'s Transfer logs in `logs`."""
+    flows: dict[str, int] = {}
+    for log in logs:
+        topics = [str(t).lower() for t in log.get("topics") or []]
+        if str(log.get("address", "")).lower() != token.lower() or len(topics) != 3:
+            continue
+        if topics[0] != TRANSFER_TOPIC:
+            continue
+        data = str(log.get("data") or "0x")
+        value = int(data, 16) if data not in ("0x", "") else 0
+        source, target = "0x" + topics[1][-40:], "0x" + topics[2][-40:]
+        flows[source] = flows.get(source, 0) - value
+        flows[target] = flows.get(target, 0) + value
+    return flows
+
+
+def balances_problem(
+    block_logs: Sequence[Mapping[str, Any]],
+    token: str,
+    before: Mapping[str, int],
+    after: Mapping[str, int],
+) -> str | None:
+    """Issue 43 item 4: an ERC-20 payment is proven by balances, not only by its log. For
+    each address in `before`/`after` (the sender and the destination, read at the
+    receipt's block - 1 and block), the balance must have changed by exactly the net of
+    the token's Transfer logs in that block (ours and any other in the same block). A
+    token that logs a Transfer without moving balances fails this. None: they agree."""
+    flows = transfer_flows(block_logs, token)
+    for address, was in before.items():
+        key = address.lower()
+        moved = after[address] - was
+        logged = flows.get(key, 0)
+        if moved != logged:
+            return (
+                f"token {token.lower()}: the balance of {key} moved by {moved} in the block, "
+                f"its Transfer logs say {logged} (before {was}, after {after[address]})"
+            )
+    return None

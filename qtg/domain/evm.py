@@ -240,3 +240,44 @@ def nonce_verdict(*, state: str, nonce: int, mined_nonce: int, signed: bool) -> 
     if state == "reserved" and not signed:
         return NonceVerdict.RELEASED
     return NonceVerdict.WAIT
+
+
+_QUANTITY = re.compile(r"^0x[0-9a-fA-F]{1,64}$")
+_DATA = re.compile(r"^0x([0-9a-fA-F]{2})*$")
+#: JSON-RPC reads whose answer must be a hex quantity (`null` is never one)
+QUANTITY_METHODS = frozenset(
+    {
+        "eth_chainId",
+        "eth_blockNumber",
+        "eth_getTransactionCount",
+        "eth_getBalance",
+        "eth_estimateGas",
+        "eth_maxPriorityFeePerGas",
+        "eth_gasPrice",
+    }
+)
+#: reads whose answer must be hex data
+DATA_METHODS = frozenset({"eth_call", "eth_getCode"})
+
+
+def answer_problem(method: str, result: object) -> str | None:
+    """Why `result` cannot be `method`'s answer (a `null`, a number where hex was due, a
+    fee history without base fees), or None. Such an answer is no answer (issue 43 item
+    6): the read fails over to the next URL and, failing everywhere, is a wait — never a
+    TypeError that fails a movement. Lookups whose `null` means "not found" (receipts,
+    transactions by hash, blocks) are not judged here."""
+    if method in QUANTITY_METHODS:
+        if not isinstance(result, str) or not _QUANTITY.match(result):
+            return f"{method} answered {str(result)[:40]!r}, not a hex quantity"
+    elif method in DATA_METHODS:
+        if not isinstance(result, str) or not _DATA.match(result):
+            return f"{method} answered {str(result)[:40]!r}, not hex data"
+    elif method == "eth_feeHistory":
+        fees = result.get("baseFeePerGas") if isinstance(result, dict) else None
+        if (
+            not isinstance(fees, list)
+            or not fees
+            or not all(isinstance(f, str) and _QUANTITY.match(f) for f in fees)
+        ):
+            return f"eth_feeHistory answered {str(result)[:60]!r}, without base fees"
+    return None

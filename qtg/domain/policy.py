@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -450,7 +450,3 @@ def may_approve(
         return principal in groups.get(approvals.group, frozenset())
     wanted = approvals.role or "operator"
     return role in ROLES and ROLES.index(role) >= ROLES.index(wanted)
-
-
-def accumulation_rules(policy: Policy) -> Sequence[Rule]:
-    return policy.accumulating()

@@ -54,7 +54,10 @@ async def database_for(settings: Settings, args: argparse.Namespace) -> tuple[st
                 raise StartupError(str(exc)) from exc
             raise
         log.info(
-            "embedded PostgreSQL started",
+            # a server another runtime started (or left running) is used, not started
+            "embedded PostgreSQL already running: using it"
+            if embedded.adopted
+            else "embedded PostgreSQL started",
             extra={"data_dir": str(embedded.data_dir), "pid": embedded.pid},
         )
         try:

@@ -248,13 +248,25 @@ async def serve(
                         log.warning("closing the pool failed", extra={"error": describe_error(exc)})
                 if embedded is not None:
                     try:
-                        await trio.to_thread.run_sync(embedded.stop)
-                        log.info("embedded PostgreSQL stopped")
+                        outcome = await trio.to_thread.run_sync(embedded.stop)
+                        log.info(embedded_stop_message(outcome))
                     except Exception as exc:
                         log.error(f"embedded PostgreSQL did not stop: {describe_error(exc)}")
                         code = code or EXIT_FAILURE
     log.info("qtg runtime stopped", extra={"exit_code": code})
     return code
+
+
+def embedded_stop_message(outcome: str) -> str:
+    """The log line for what stopping the embedded server did: "stopped" only when
+    this runtime stopped it (a second runtime on the same .qtg leaves it to the first)."""
+    from qtg.db.embedded import ALREADY_GONE, LEFT_RUNNING, STOPPED
+
+    return {
+        STOPPED: "embedded PostgreSQL stopped",
+        LEFT_RUNNING: "embedded PostgreSQL left running: another process still uses it",
+        ALREADY_GONE: "embedded PostgreSQL was already stopped",
+    }.get(outcome, f"embedded PostgreSQL: {outcome}")
 
 
 if __name__ == "__main__":

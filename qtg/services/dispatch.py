@@ -52,7 +52,7 @@ import msgspec
 import psycopg
 import trio
 
-from qtg.db import Jsonb, Tx, sql_family
+from qtg.db import Jsonb, PoolTimeout, Tx, sql_family
 from qtg.domain.context import ExecutionContext
 from qtg.domain.execution import (
     build_execution_context,
@@ -261,7 +261,8 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
                 )
                 if submission is not None:
                     submissions.append(submission)
-            defer_write_ahead(tx, write_aheads)  # the whole batch's, in one statement
+            # the whole batch's, in one statement
+            defer_write_ahead(tx, write_aheads, owner=ctx.instance_id)
     # the write-ahead commit of the whole batch happened when the block above
     # closed; it also released the rows left out of the batch, still READY
     for row in batch:
@@ -578,9 +579,9 @@ async def _prepare(
 
     # Issue 45: a policy-governed movement is decided again under the accumulation
     # ledger's lock, and charged in this transaction (with its write-ahead).
-    held = await policies.check_at_dispatch(tx, snap.request, node)
-    if held is not None:
-        await defer(ctx, tx, node, held)
+    policy = await policies.check_at_dispatch(tx, snap.request, node)
+    if policy.wait is not None:
+        await defer(ctx, tx, node, policy.wait)
         return None
 
     try:
@@ -610,6 +611,23 @@ async def _prepare(
         # itself. The node stays READY, waits, and pages past the attention threshold.
         await defer(ctx, tx, node, exc)
         return None
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        # The database, not the payment: a connection refused or lost inside prepare
+        # (the nonce reservation) says nothing about the movement (issue 43 item 6).
+        # Nothing was signed for broadcast; the node waits like any transient fault.
+        # (Should this pass's own connection be the dead one, deferring fails too, the
+        # claim rolls back and the node is READY as it was.)
+        await defer(
+            ctx,
+            tx,
+            node,
+            RetryLater(
+                f"the database did not answer during prepare: {type(exc).__name__}",
+                code="DATABASE_UNAVAILABLE",
+                retry_after_seconds=2.0,
+            ),
+        )
+        return None
     except ProviderError as exc:
         await fail(exc.code, exc.detail)
         return None
@@ -618,6 +636,7 @@ async def _prepare(
         await fail("PREPARE_ERROR", f"{type(exc).__name__}: {exc}")
         return None
 
+    await policies.charge(tx, policy)  # it goes out: its charge, with its write-ahead
     key = idempotency_key(node["id"], context.attempt_no)
     submission = Submission(
         request_id=snap.request["id"],
@@ -630,7 +649,7 @@ async def _prepare(
         executor=executor,
     )
     if write_aheads is None:
-        defer_write_ahead(tx, [submission])
+        defer_write_ahead(tx, [submission], owner=ctx.instance_id)
     else:
         write_aheads.append(submission)
     return submission
@@ -666,10 +685,12 @@ async def defer(ctx: ServiceContext, tx: Tx, node: dict[str, Any], exc: RetryLat
     )
 
 
-def defer_write_ahead(tx: Tx, subs: list[Submission]) -> None:
+def defer_write_ahead(tx: Tx, subs: list[Submission], *, owner: str | None = None) -> None:
     """Defer the write-ahead UPDATE of `subs` (SUBMITTING with their attempt,
     idempotency key and prepared action), one statement for all: committed
-    with the state changes before it when the transaction closes."""
+    with the state changes before it when the transaction closes. `owner`: this
+    runtime process's instance id, so that recovery takes the nodes at once if
+    the process dies (issue 43 item 7; None: after the SUBMITTING grace)."""
     if not subs:
         return
     tx.defer(
@@ -681,6 +702,7 @@ def defer_write_ahead(tx: Tx, subs: list[Submission]) -> None:
             "prepared_actions": [
                 Jsonb({**msgspec.to_builtins(s.prepared), "signature": s.signature}) for s in subs
             ],
+            "owner": owner,
         },
     )
 

@@ -73,6 +73,16 @@ async def settle_cancels(ctx: ServiceContext) -> int:
                 type(exc).__name__,
                 extra={"request_id": str(res["request_id"]), "node_key": res["node_key"]},
             )
+            await _page_if_overdue(ctx, res)
+        except Exception:
+            # one resolution that cannot be worked on (a signer backend's fault, a row this
+            # code did not expect) must not stop the others nor the reaper's other steps
+            # (issue 44 item 2); it waits, and pages past its bound like any other
+            log.exception(
+                "cancel step failed for one resolution; it waits",
+                extra={"request_id": str(res["request_id"]), "node_key": res["node_key"]},
+            )
+            await _page_if_overdue(ctx, res)
     return decided
 
 
@@ -106,6 +116,13 @@ async def _settle_one(
                 extra={"request_id": str(res["request_id"]), "node_key": res["node_key"]},
             )
         return int(applied)
+    await _page_if_overdue(ctx, res)
+    return 0
+
+
+async def _page_if_overdue(ctx: ServiceContext, res: Any) -> None:
+    """A resolution undecided past MG_NODE_UNKNOWN_ATTENTION_SECONDS pages, once per node
+    attempt (the notification's dedupe key), whatever kept it undecided."""
     if res["waiting_seconds"] >= ctx.settings.node_unknown_attention_seconds:
         async with ctx.db.transaction() as tx:
             await notifications.raise_notification(
@@ -121,7 +138,6 @@ async def _settle_one(
                 links={"request_id": str(res["request_id"]), "node_key": res["node_key"]},
                 request_id=res["request_id"], node_key=res["node_key"],
             )  # fmt: skip
-    return 0
 
 
 async def _cancel_and_look(

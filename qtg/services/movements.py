@@ -131,6 +131,8 @@ async def _movement(tx: Tx, request_id: uuid.UUID) -> dict[str, Any]:
     row = rows[0]
     row["nodes"] = nodes
     row["edges"] = [[e["from_key"], e["to_key"]] for e in edges]
+    if row.get("policy_version") is not None:  # issue 45: what its rule asks, and has
+        row["policy"] = await policies.policy_view(tx, row)
     return row
 
 

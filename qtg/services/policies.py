@@ -27,7 +27,6 @@ No ACTIVE policy version: nothing here applies and movements behave as before.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -65,6 +64,8 @@ SQL = sql_family(
     "insert_approval",
     "list_approvals",
     "delay_roots",
+    "delay_left",
+    "version_document",
 )
 
 MAX_PAGE = 200
@@ -604,37 +605,55 @@ async def lock_for_dispatch(tx: Tx, requests: Iterable[Mapping[str, Any]]) -> No
         await tx.fetchval(SQL.lock_charges, {})
 
 
+@dataclass(frozen=True, slots=True)
+class DispatchCheck:
+    """The policy's word on one action node about to be prepared: `wait` (do not
+    send; the node waits) or, for a movement not charged yet, the `charge` to
+    write once its write-ahead is built (`charge`)."""
+
+    wait: RetryLater | None = None
+    charge: Mapping[str, Any] | None = None
+
+
+NOT_GOVERNED = DispatchCheck()
+
+
 async def check_at_dispatch(
     tx: Tx, request: Mapping[str, Any], node: Mapping[str, Any]
-) -> RetryLater | None:
+) -> DispatchCheck:
     """Before a policy-governed movement's action node is prepared: the active
     policy decides again, under the ledger's lock (held until this transaction
-    commits its write-ahead). Allowed: its charge is written now, once per
-    movement, and None is returned. Blocked (a limit it would cross, an entry
-    removed): a RetryLater for the caller to wait on — the node stays READY and
-    pages past MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may cancel it.
-    A movement created with no policy active is not governed: None at once."""
+    commits its write-ahead). Blocked (a limit it would cross, an entry
+    removed): `wait` is a RetryLater for the caller to wait on — the node stays
+    READY and pages past MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may
+    cancel it. Allowed: the `charge` the caller writes with `charge` once the
+    node's write-ahead is built — not before, so a node that fails or waits in
+    prepare charges nothing. The nodes of one transaction are prepared one
+    after the other, so each one's sum includes the charges of those before it.
+    A movement created with no policy active, or already charged (an earlier
+    node or attempt), is not decided again."""
     if request.get("policy_version") is None or node["node_kind"] != "action":
-        return None
+        return NOT_GOVERNED
     await tx.fetchval(SQL.lock_charges, {})
     if await tx.fetchrow(SQL.charged, {"request_id": request["id"]}) is not None:
-        return None  # charged by an earlier node or attempt of this movement
+        return NOT_GOVERNED  # charged by an earlier node or attempt of this movement
     active = await active_policy(tx)
     if active is None:
-        return None  # policy withdrawn since: as before issue 45
+        return NOT_GOVERNED  # policy withdrawn since: as before issue 45
     _, f = await _facts_of_request(tx, request["id"])
     decision = await decide(tx, active, f)
     if decision.blocked:
         detail = ", ".join(f"{k}={v}" for k, v in sorted(decision.detail.items()))
-        return RetryLater(
-            f"policy version {active.version} rule {decision.rule!r} blocks dispatch now"
-            + (f" ({detail})" if detail else ""),
-            code="POLICY_LIMIT",
-            retry_after_seconds=LIMIT_RETRY_SECONDS,
+        return DispatchCheck(
+            wait=RetryLater(
+                f"policy version {active.version} rule {decision.rule!r} blocks dispatch now"
+                + (f" ({detail})" if detail else ""),
+                code="POLICY_LIMIT",
+                retry_after_seconds=LIMIT_RETRY_SECONDS,
+            )
         )
-    await tx.execute(
-        SQL.insert_charge,
-        {
+    return DispatchCheck(
+        charge={
             "request_id": request["id"],
             "asset": f.asset,
             "destination": f.destination.lower(),
@@ -642,10 +661,82 @@ async def check_at_dispatch(
             "amount": f.amount,
             "policy_version": active.version,
             "policy_rule": decision.rule,
-        },
+        }
     )
-    return None
 
 
-def request_uuid(value: object) -> uuid.UUID:
-    return uuid_or_not_found(value, what="movement", key="request_id")
+async def charge(tx: Tx, check: DispatchCheck) -> None:
+    """Write the movement's charge (once per movement), in the transaction of
+    its write-ahead and still under the ledger's lock."""
+    if check.charge is not None:
+        await tx.execute(SQL.insert_charge, check.charge)
+
+
+# ------------------------------------------------------------------ what a person sees
+
+
+async def policy_view(tx: Tx, movement: Mapping[str, Any]) -> dict[str, Any] | None:
+    """For a policy-governed movement: the version and rule that matched, the
+    approvals given and still needed, the accumulation used in each window that
+    applies to it (as its version's rules count it), what it was charged at
+    dispatch, and the delay before dispatch still to run. None when no policy
+    governs it."""
+    version = movement.get("policy_version")
+    if version is None:
+        return None
+    rid = movement["id"]
+    stored = await tx.fetchrow(SQL.version_document, {"version": version})
+    assert stored is not None  # a foreign key
+    policy = P.parse_policy(stored["document"])
+    approvals = P.Approvals(**(movement.get("policy_approvals") or {"count": 1}))
+    given = await tx.fetch(SQL.list_approvals, {"request_id": rid})
+    counted = P.eligible_approvers(
+        approvals,
+        policy.groups,
+        [(g["principal"], g["principal_role"]) for g in given],
+        movement["created_by"],
+    )
+    if movement["request_state"] != "PENDING_APPROVAL" and not given:
+        counted = [movement["approved_by"]] if movement.get("approved_by") else []
+    _, f = await _facts_of_request(tx, rid)
+    used = await used_amounts(tx, policy, f)
+    accumulation = []
+    for rule in policy.accumulating():
+        assert rule.accumulation is not None
+        assets = rule.lists.get("asset")
+        if assets is not None and f.asset not in assets:
+            continue
+        limit = rule.accumulation.range.limit()
+        accumulation.append(
+            {
+                "rule": rule.name,
+                "scope": rule.accumulation.scope,
+                "window_seconds": rule.accumulation.window_seconds,
+                "used": str(used[rule.name]),
+                "limit": None if limit is None else str(limit),
+            }
+        )
+    charge = await tx.fetchrow(SQL.charged, {"request_id": rid})
+    delay_left = await tx.fetchval(SQL.delay_left, {"request_id": rid})
+    delay = int(movement.get("policy_delay_seconds") or 0)
+    if movement["request_state"] == "PENDING_APPROVAL":
+        delay_left = float(delay)
+    return {
+        "version": version,
+        "rule": movement.get("policy_rule"),
+        "approvals": approvals.as_json(),
+        "approvals_given": [
+            {
+                "principal": g["principal"],
+                "role": g["principal_role"],
+                "counted": g["principal"] in counted,
+                "approved_at": g["approved_at"],
+            }
+            for g in given
+        ],
+        "approvals_needed": max(0, approvals.count - len(counted)),
+        "accumulation": accumulation,
+        "charged": None if charge is None else str(charge["amount"]),
+        "delay_seconds": delay,
+        "delay_left_seconds": float(delay_left or 0.0),
+    }

@@ -1,5 +1,6 @@
 -- Issue 15, the batch claim, made fair (issue 25 item 6): the oldest READY
--- node of each of up to %(limit)s ready requests, oldest request first
+-- node (the first to become READY: state_entered_at, then id; issue 44 item 5)
+-- of each of up to %(limit)s ready requests, oldest request first
 -- (movement_requests.created_at ASC), locked with its request in ONE
 -- statement: FOR NO KEY UPDATE of node and request (see
 -- qtg/services/dispatch.py on why NO KEY UPDATE). One node per request per
@@ -11,7 +12,7 @@
 --
 -- A bounded walk, whatever the planner's statistics say (issue 29):
 -- `heads` is a skip scan of the partial index movement_request_nodes_ready_now
--- (request_created_at, request_id, id) WHERE READY, not manual and not waiting
+-- (request_created_at, request_id, state_entered_at, id) WHERE READY, not manual and not waiting
 -- out a transient fault (migrations/0021, 0019: a node with a
 -- dispatch_not_before is not claimed; sql/dispatch/release_due.sql clears it
 -- when due): each step is one index probe for the next (created_at,
@@ -99,7 +100,7 @@ CROSS JOIN LATERAL (
       AND n.request_id = h.request_id
       AND n.node_state = 'READY' AND n.node_kind IS DISTINCT FROM 'manual'
           AND n.dispatch_not_before IS NULL
-    ORDER BY n.id
+    ORDER BY n.state_entered_at NULLS FIRST, n.id
     LIMIT 1
     FOR NO KEY UPDATE SKIP LOCKED
 ) n

@@ -4,7 +4,7 @@
 -- request misses). Manual nodes are never dispatched: an operator completes them.
 --
 -- An index walk of movement_request_nodes_ready_now (request_created_at,
--- request_id, id) WHERE READY, not manual and not waiting (migrations/0019), stopping at
+-- request_id, state_entered_at, id) WHERE READY, not manual and not waiting (migrations/0019), stopping at
 -- its LIMIT; each node's request by primary key only (a LATERAL sub-select,
 -- its tests wrapped in IS TRUE; see sql/observe/claim_batch.sql), so it does
 -- not walk the request history whatever the statistics say (issue 25 item 7).
@@ -22,7 +22,9 @@ WHERE n.node_state = 'READY'
   AND n.node_kind IS DISTINCT FROM 'manual'  -- spelled as migrations/0019's index
   AND n.dispatch_not_before IS NULL  -- waiting out a transient fault
   AND NOT (n.request_id = ANY(%(tried)s::uuid[]))
-ORDER BY n.request_created_at, n.request_id, n.id
+-- a request's nodes in the order they became READY (issue 44 item 5: by id,
+-- a random UUID, the order was chance)
+ORDER BY n.request_created_at, n.request_id, n.state_entered_at NULLS FIRST, n.id
 -- The LIMIT is a sub-select, so a plan is costed alike with or without its
 -- value and the connection keeps one (sql/dispatch/claim_batch.sql says why).
 LIMIT (SELECT %(limit)s::integer)

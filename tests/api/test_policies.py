@@ -43,6 +43,7 @@ POLICY: dict[str, Any] = {
             "destination": "book",
             "action": "allow",
             "approvals": {"count": 2, "group": "treasury"},
+            "delay_seconds": 3600,
         },
         {"name": "block-all", "action": "block"},
     ],
@@ -206,8 +207,29 @@ async def test_movements_follow_the_rules_book_and_cooling_off(api: Api) -> None
     assert outsider.json()["error"]["code"] == "NOT_AN_APPROVER"
     creator = await api["alice"].post(f"/v3/movements/{mid}/approve")
     assert creator.status_code == 403 and creator.json()["error"]["code"] == "FOUR_EYES"
+    pending = (await api["vic"].get(f"/v3/movements/{mid}")).json()["policy"]
+    assert pending["rule"] == "small" and pending["version"] == version
+    assert pending["approvals"] == {"count": 2, "group": "treasury"}
+    assert [(a["principal"], a["counted"]) for a in pending["approvals_given"]] == [("tina", True)]
+    assert pending["approvals_needed"] == 1
+    assert pending["accumulation"] == [
+        {
+            "rule": "daily-cap",
+            "scope": "overall",
+            "window_seconds": 86400,
+            "used": "0",
+            "limit": "1000000",
+        }
+    ]
+    assert (pending["charged"], pending["delay_left_seconds"]) == (None, 3600)
     r = await api["tom"].post(f"/v3/movements/{mid}/approve")
     assert r.status_code == 200 and r.json()["request_state"] == "APPROVED", r.text
+    approved = r.json()["policy"]
+    assert approved["approvals_needed"] == 0
+    # the rule's delay: the root waits (and is not claimed) for an hour
+    assert 3500 < approved["delay_left_seconds"] <= 3600
+    root = next(n for n in r.json()["nodes"] if n["node_key"] == "withdraw")
+    assert root["node_state"] == "READY"
 
     large = await create(api, "50000.01")
     assert large.status_code == 201 and large.json()["policy_rule"] == "large"
@@ -222,3 +244,41 @@ async def test_movements_follow_the_rules_book_and_cooling_off(api: Api) -> None
         ("tom", "large"),
         ("tess", "large"),
     ]
+
+
+async def test_an_entry_change_is_four_eyes_and_a_new_address_waits_again(api: Api) -> None:
+    await more_principals(api)
+    entry = await book(api, BOOKED, "ops-wallet")
+    await wait_usable(api, entry["id"])
+
+    async def change(**body: Any) -> dict[str, Any]:
+        r = await api["admin"].post(
+            "/v3/address-book",
+            json={"chain": "*", "asset": "USDC", "replaces": entry["id"], **body},
+        )
+        assert r.status_code == 201, r.text
+        own = await api["admin"].post(f"/v3/address-book/{r.json()['id']}/approve")
+        assert own.status_code == 403 and own.json()["error"]["code"] == "FOUR_EYES"
+        ok = await api["admin2"].post(f"/v3/address-book/{r.json()['id']}/approve")
+        assert ok.status_code == 200, ok.text
+        return dict(ok.json())
+
+    relabelled = await change(address=BOOKED, label="ops-main", tags=["ops", "hot"])
+    # a new label or tag keeps the entry's usable time
+    assert relabelled["cooling_off_left_seconds"] == 0
+    assert relabelled["usable_at"] == entry["usable_at"]
+    entry = relabelled
+    moved = await change(address=NEW, label="ops-main")
+    assert moved["cooling_off_left_seconds"] > 0  # a new address waits again
+    states = {
+        e["id"]: e["state"]
+        for e in (await api["vic"].get("/v3/address-book", params={"state": "REMOVED"})).json()[
+            "items"
+        ]
+    }
+    assert states == {entry["id"]: "REMOVED", relabelled["replaces"]: "REMOVED"}
+    stale = await api["admin"].post(
+        "/v3/address-book",
+        json={"chain": "*", "asset": "USDC", "address": NEW, "label": "x", "replaces": entry["id"]},
+    )
+    assert stale.status_code == 404  # the replaced entry is no longer active

@@ -115,7 +115,7 @@ def test_a_send_whose_reply_is_lost_behind_a_lagging_rpc_is_sent_once(anvil, dsn
             anvil,
             local,
             MG_EVM_RPC_URLS=f"{CHAIN_ID}={proxy.url}",
-            MG_EVM_NOT_LANDED_CONFIRM_SECONDS="30",
+            MG_EVM_EVIDENCE_ATTENTION_SECONDS="30",
             **RECOVER_FAST,
         ).wait_ready()
         ids = seed(dsn, local, ["0.5"], batch="lost")

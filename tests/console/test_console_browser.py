@@ -15,6 +15,8 @@ import pytest
 from playwright.sync_api import Page, expect
 from runtime.rt_procs import wait_until
 
+from qtg.config import Settings
+
 from .conftest import EXPECT_MS, PEOPLE, Runtime, screenshot
 
 pytestmark = pytest.mark.slow
@@ -84,23 +86,24 @@ def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime)
     # below must come from the stream, not from a fresh load.
     alice.evaluate("window.__notReloaded = true")
 
-    # The creator may not approve her own movement: the API's 403 body, shown as it is.
-    alice.click("#act-approve")
-    refusal = alice.locator("#action-result .error")
-    expect(refusal).to_have_attribute("data-code", "FOUR_EYES")
-    expect(refusal).to_contain_text("403 FOUR_EYES")
+    # The creator may not approve her own movement (four-eyes): no approve button that
+    # the API would only refuse (issue 44), a line saying who may; she may still reject.
+    expect(alice.locator("#act-reject")).to_be_visible()
+    expect(alice.locator("#act-approve")).to_have_count(0)
+    expect(alice.locator("#four-eyes-note")).to_contain_text("another operator approves it")
     expect(alice.locator("h1")).to_have_attribute("data-state", "PENDING_APPROVAL")
+    # The approval deadline is shown while it matters.
+    expect(alice.locator("#expires-label")).to_have_text("Expires")
 
     # A second operator may.
     bob = sign_in(chromium, runtime, "bob")
     bob.goto(f"{runtime.url}/console/#/movements/{rid}")
     expect(bob.locator("#act-approve")).to_be_visible()
+    expect(bob.locator("#four-eyes-note")).to_have_count(0)
     bob.click("#act-approve")
     expect(bob.locator("#action-ok")).to_be_visible()
-    # Alice's refusal described a decision nobody can take any more: once her page
-    # sees the movement move on, the error box is gone (issue 26).
     expect(alice.locator("h1")).not_to_have_attribute("data-state", "PENDING_APPROVAL")
-    expect(refusal).to_have_count(0)
+    expect(alice.locator("#four-eyes-note")).to_have_count(0)
 
     # Alice's page follows the runtime through the stream.
     expect(alice.locator('#graph g.node[data-state="COMPLETED"]')).to_have_count(
@@ -116,6 +119,9 @@ def test_four_eyes_and_a_graph_that_turns_green_live(chromium, runtime: Runtime)
     expect(alice.locator("#events li").first).to_contain_text("COMPLETED")
     assert alice.evaluate("window.__notReloaded") is True
     expect(alice.locator("#act-approve")).to_have_count(0)
+    # No approval deadline on a COMPLETED movement (it once showed "Expires").
+    expect(alice.locator(".summary")).not_to_contain_text("Expires")
+    expect(alice.locator("#expires")).to_have_count(0)
 
     # Node detail: attempts, provider refs, timings.
     alice.click('#graph g.node[data-key="burn"]')
@@ -353,3 +359,122 @@ def test_an_unknown_node_is_resolved_by_two_operators(chromium, runtime: Runtime
     expect(alice.locator("#node-detail")).to_contain_text("0xabc")
     screenshot(bob, "movement-resolved-node")
     assert not alice.errors and not bob.errors, (alice.errors, bob.errors)  # type: ignore[attr-defined]
+
+
+def test_a_pending_movement_shows_its_policy_rule_approvals_and_window(
+    chromium, runtime: Runtime
+) -> None:
+    """Under a treasury policy asking two operators, the movement page shows the
+    rule, the approvals given and still needed, and the accumulation window."""
+    import trio
+
+    from qtg.db import Database
+    from qtg.services import policies
+
+    document = {
+        "rules": [
+            {
+                "name": "cap",
+                "accumulation": {"window_seconds": 86400, "scope": "overall", "gt": "1000"},
+                "action": "block",
+            },
+            {
+                "name": "two-operators",
+                "destination": "any",
+                "action": "allow",
+                "approvals": {"count": 2, "role": "operator"},
+            },
+            {"name": "block-all", "action": "block"},
+        ]
+    }
+
+    async def activate() -> None:
+        async with Database(runtime.dsn, min_size=1, max_size=1) as db:
+            proposed = await policies.propose_policy(db, document=document, actor="admin")
+            await policies.approve_policy(db, proposed["version"], actor="admin2")
+
+    trio.run(activate)
+    rid = create_movement(runtime, "alice")
+    bob = sign_in(chromium, runtime, "bob")
+    bob.goto(f"{runtime.url}/console/#/movements/{rid}")
+    expect(bob.locator("#policy-rule")).to_contain_text("rule two-operators")
+    expect(bob.locator("#policy-approvals")).to_contain_text("0 of 2 from role operator")
+    expect(bob.locator("#policy-accumulation")).to_have_text("cap: 0 of 1000 in 86400s (overall)")
+    bob.click("#act-approve")  # the API answers 202: one more is needed
+    expect(bob.locator("#action-ok")).to_contain_text("PENDING_APPROVAL")
+    expect(bob.locator("#policy-approvals")).to_have_text(
+        "1 of 2 from role operator (bob) · 1 still needed"
+    )
+    admin = sign_in(chromium, runtime, "admin")
+    admin.goto(f"{runtime.url}/console/#/movements/{rid}")
+    admin.click("#act-approve")
+    expect(admin.locator("h1")).not_to_have_attribute("data-state", "PENDING_APPROVAL")
+    expect(admin.locator("#policy-approvals")).to_have_text(
+        "2 of 2 from role operator (bob, admin)"
+    )
+    assert bob.errors == [] and admin.errors == []  # type: ignore[attr-defined]
+
+
+def test_the_policy_page_sets_versions_side_by_side_and_the_book_shows_time_left(
+    chromium, runtime: Runtime
+) -> None:
+    """An admin proposes a policy version and an address-book entry in the
+    console; the proposal sits beside the active version, the proposer's own
+    approval is refused (four-eyes), and an approved entry shows its cooling-off."""
+    import trio
+
+    from qtg.db import Database
+    from qtg.services import policies
+
+    first = {"rules": [{"name": "block-all", "action": "block"}]}
+
+    async def activate() -> None:
+        async with Database(runtime.dsn, min_size=1, max_size=1) as db:
+            proposed = await policies.propose_policy(db, document=first, actor="admin2")
+            await policies.approve_policy(db, proposed["version"], actor="admin3")
+
+    trio.run(activate)
+    admin = sign_in(chromium, runtime, "admin")
+    admin.goto(f"{runtime.url}/console/#/policies")
+    expect(admin.locator("main h1")).to_have_text("Treasury policy")
+    expect(admin.locator("#policy-active")).to_contain_text("ACTIVE")
+    admin.fill(
+        "#policy-document",
+        '{"rules": [{"name": "any", "destination": "any", "action": "allow"},'
+        ' {"name": "block-all", "action": "block"}]}',
+    )
+    admin.click("#policy-propose button[type=submit]")
+    proposed = admin.locator("#policy-versions section.card").nth(1)
+    expect(proposed).to_contain_text("PROPOSED")
+    expect(proposed).to_contain_text('"any"')
+    expect(admin.locator("#policy-versions section.card").first).to_contain_text("ACTIVE")
+    proposed.locator("button.primary").click()  # her own proposal
+    expect(admin.locator("#policy-result .error")).to_have_attribute("data-code", "FOUR_EYES")
+
+    admin.goto(f"{runtime.url}/console/#/address-book")
+    expect(admin.locator("main h1")).to_have_text("Address book")
+    form = admin.locator("#entry-propose")
+    for name, value in (
+        ("label", "ops"),
+        ("chain", "1"),
+        ("asset", "USDC"),
+        ("address", "0x00000000000000000000000000000000000000b0"),
+        ("tags", "ops, hot"),
+    ):
+        form.locator(f'input[name="{name}"]').fill(value)
+    form.locator("button[type=submit]").click()
+    row = admin.locator('#address-book tr[data-label="ops"]')
+    expect(row).to_contain_text("PROPOSED")
+
+    async def approve_entry() -> None:
+        async with Database(runtime.dsn, min_size=1, max_size=1) as db:
+            [entry] = await policies.list_entries(db, state="PROPOSED")
+            await policies.decide_entry(
+                db, Settings.from_env({}), entry["id"], actor="admin2", approve=True
+            )
+
+    trio.run(approve_entry)
+    admin.reload()
+    expect(row).to_contain_text("ACTIVE")
+    expect(row.locator("td.cooling")).to_contain_text("s left")
+    assert admin.errors == []  # type: ignore[attr-defined]

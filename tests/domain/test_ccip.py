@@ -99,7 +99,10 @@ def test_the_execution_state_is_read_for_that_message_only() -> None:
         ({"receipt_status": 1, "message_id": MID, "executed": True}, Verdict.DELIVERED),
         ({"receipt_status": 0}, Verdict.REVERTED),
         ({"receipt_status": 1, "state": "sent", "message_id": MID}, Verdict.STRANDED),
-        ({"tx_known": False, "mined_nonce": 8}, Verdict.RELEASED),  # nonce 7 went elsewhere
+        # nonce 7 went to another transaction, read from its block
+        ({"tx_known": False, "mined_nonce": 8, "consumed_by_other": True}, Verdict.RELEASED),
+        # used, but what used it is not read: no lookup found ours is no proof (issue 43)
+        ({"tx_known": False, "mined_nonce": 8}, Verdict.STRANDED),
         ({"tx_known": False, "mined_nonce": 7}, Verdict.STRANDED),  # the chain cannot tell
         ({"tx_known": True, "mined_nonce": 7}, Verdict.STRANDED),  # broadcast, unmined
         ({"tx_known": False, "mined_nonce": None}, Verdict.STRANDED),  # no client here

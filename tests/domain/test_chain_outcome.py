@@ -15,8 +15,10 @@ from qtg.domain.chain_outcome import (
     effect_seen,
     fee_over_cap,
     judge,
+    not_landed_proof,
     parse_depths,
     parse_fee_caps,
+    refusal_may_be_in_flight,
     trusted_head,
     with_margin,
 )
@@ -69,12 +71,44 @@ def test_a_receipt_that_is_not_ours_is_ignored() -> None:
     assert judge(facts(receipts=[other])).verdict is Verdict.WAIT_REBROADCAST
 
 
-def test_a_nonce_used_by_another_transaction_needs_two_findings_apart() -> None:
-    first = facts(count_at_trusted=6, count_latest=6, not_landed_for_seconds=0.0)
-    assert judge(first).verdict is Verdict.CONFIRM_NOT_LANDED
-    assert judge(facts(count_at_trusted=6, count_latest=6)).verdict is Verdict.CONFIRM_NOT_LANDED
-    later = facts(count_at_trusted=6, count_latest=6, not_landed_for_seconds=20.0)
-    assert judge(later).verdict is Verdict.NOT_LANDED
+def test_a_used_nonce_without_a_receipt_of_ours_is_never_proof() -> None:
+    # issue 43: the count passed our nonce, no receipt of ours can be read and the
+    # consuming transaction is not read yet: wait, however long; page past the bound
+    used = {"count_at_trusted": 6, "count_latest": 6}
+    waiting = judge(facts(**used, evidence_missing_seconds=10.0))
+    assert waiting.verdict is Verdict.AWAIT_EVIDENCE and not waiting.attention
+    late = judge(facts(**used, evidence_missing_seconds=10_000.0))
+    assert late.verdict is Verdict.AWAIT_EVIDENCE and late.attention
+
+
+def test_the_consuming_transaction_decides() -> None:
+    used = {"count_at_trusted": 6, "count_latest": 6, "consumer_block": 42}
+    C = "0x" + "cc" * 32
+    # ours, its receipt unreadable: paid, waiting for the receipt (never a new attempt)
+    mine = judge(facts(**used, ours=[A, B], consumer=B))
+    assert mine.verdict is Verdict.AWAIT_EVIDENCE and mine.consumer == B
+    # one of qtg's own other transactions (a gap fill): ours provably cannot land
+    gap = judge(facts(**used, consumer=C, qtg_signed=[A, C]))
+    assert gap.verdict is Verdict.NOT_LANDED and gap.consumer == C
+    assert C in not_landed_proof(gap, 5) and "block 42" in not_landed_proof(gap, 5)
+    # a hash qtg never signed: the key is used elsewhere
+    foreign = judge(facts(**used, consumer=C, qtg_signed=[A]))
+    assert foreign.verdict is Verdict.FOREIGN_CONSUMER and foreign.consumer == C
+    # a receipt of ours still decides first
+    paid = judge(facts(**used, consumer=C, receipts=[Receipt(A, 1, 40)]))
+    assert paid.verdict is Verdict.COMPLETED
+
+
+def test_in_flight_refusal_wordings() -> None:
+    for text in (
+        "already known",
+        "Known transaction: 0xabc",
+        "AlreadyKnown",
+        "nonce too low: next nonce 7",
+        "replacement transaction underpriced",
+    ):
+        assert refusal_may_be_in_flight(text), text
+    assert not refusal_may_be_in_flight("insufficient funds for gas * price + value")
 
 
 def test_a_nonce_used_only_above_the_trusted_depth_waits() -> None:

@@ -101,3 +101,42 @@ async def test_a_transient_fault_waits_ready_and_runs_once_it_clears(svc: Servic
     )
     subs = await svc.db.fetch(Q["submissions"])
     assert [(s["attempt_no"], s["duplicate_submits"]) for s in subs] == [(1, 0)]
+
+
+class DatabaseDownExecutor(WrappedExecutor):
+    """The sandbox, except that prepare's own database work (an evm nonce reservation)
+    meets a database that refuses connections while `down` is set: a real psycopg
+    connection to a port nothing listens on."""
+
+    key = "dbdown"
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.down = True
+
+    async def prepare(self, ctx: ExecutionContext) -> Any:
+        if self.down:
+            import psycopg
+
+            psycopg.connect("host=127.0.0.1 port=1 dbname=x connect_timeout=2").close()
+        return await self._inner.prepare(ctx)
+
+
+async def test_a_database_refusing_connections_in_prepare_is_a_wait(svc: ServiceContext) -> None:
+    """Issue 43 item 6: 16 movements ended FAILED PREPARE_ERROR in 6 s of refused
+    connections inside the nonce reservation, with nothing paid."""
+    down = DatabaseDownExecutor(svc.providers.executor_for("cex_withdrawal"))
+    svc.providers.add_executor(down)
+    svc = with_settings(svc, node_transient_retry_max_seconds=0.4)
+    await template(svc, "dbdown", [{**node("x", "cex_withdrawal"), "executor_key": "dbdown"}], [])
+    m = await movement(svc, "dbdown")
+    assert await dispatch_ready_nodes(svc) == 1
+    row = await svc.db.fetchrow(NODE, {"rid": m["id"]})
+    assert (row["node_state"], row["error_code"]) == ("READY", "DATABASE_UNAVAILABLE")
+    assert row["dispatch_not_before"] is not None
+    down.down = False
+    await svc.db.execute(MAKE_DUE, {"rid": m["id"]})
+    done = await drive(svc, m["id"])
+    assert done["request_state"] == "COMPLETED"
+    subs = await svc.db.fetch(Q["submissions"])
+    assert [(s["attempt_no"], s["duplicate_submits"]) for s in subs] == [(1, 0)]

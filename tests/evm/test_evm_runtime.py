@@ -45,7 +45,7 @@ def test_read_lag_and_lost_replies_end_completed_and_pay_once(anvil, dsn, procs)
             dsn,
             anvil,
             MG_EVM_RPC_URLS=f"{CHAIN_ID}={proxy.url}",
-            MG_EVM_NOT_LANDED_CONFIRM_SECONDS="30",
+            MG_EVM_EVIDENCE_ATTENTION_SECONDS="30",
             **RECOVER_FAST,
         ).wait_ready()
         ids = seed(dsn, ["1"] * 5, batch="lag")

@@ -237,3 +237,37 @@ async def test_two_runtimes_racing_the_cancel_step_decide_once(
         await other_db.close()
         await ctx.providers.aclose()
     assert anvil.balance(destination) == 0
+
+
+async def test_a_cancel_that_cannot_go_out_pages_after_the_bound(
+    anvil, dsn, db, automine_back
+) -> None:
+    """The market fee is above MG_EVM_FEE_CAPS: no cancel is signed, the node stays
+    UNKNOWN FAILURE_NOT_PROVEN, and past MG_NODE_UNKNOWN_ATTENTION_SECONDS a critical
+    failure_not_proven page says so — once, however many passes."""
+    ctx, m, destination = await _in_mempool(anvil, dsn, db)
+    capped = ServiceContext(
+        db=db,
+        settings=ctx.settings.replace(
+            evm_fee_caps=f"{CHAIN_ID}=0.000000001:0.000000001",
+            node_unknown_attention_seconds=0.001,
+        ),
+        providers=ctx.providers,
+    )
+    try:
+        await _resolve_failed(ctx, m)
+        query(dsn, "SELECT pg_sleep(0.01)")  # past the 1 ms bound
+        for _ in range(2):
+            await evm_nonces.reap_stale_nonces(capped)
+        assert query(dsn, "SELECT count(*) FROM evm_signed_transactions WHERE kind = 'cancel'") == [
+            (0,)
+        ]
+        assert _node(dsn, m) == ("UNKNOWN", "FAILURE_NOT_PROVEN")
+        assert query(
+            dsn,
+            "SELECT severity, occurrences > 1, resolved_at IS NULL FROM notifications"
+            " WHERE kind = 'failure_not_proven'",
+        ) == [("critical", True, True)]
+    finally:
+        await ctx.providers.aclose()
+    assert anvil.balance(destination) == 0

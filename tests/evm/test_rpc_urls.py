@@ -245,7 +245,7 @@ def test_a_runtime_with_one_url_down_and_one_lagging_pays_once(anvil, dsn, procs
                 MG_PROVIDERS="evm",
                 MG_EVM_SIGNER_PRIVATE_KEY=KEYS[0],
                 MG_EVM_RPC_URLS=f"{CHAIN_ID}={down.url}|{lagging.url}|{good.url}",
-                MG_EVM_NOT_LANDED_CONFIRM_SECONDS="1",
+                MG_EVM_EVIDENCE_ATTENTION_SECONDS="1",
                 **FAST,
             )
         )
@@ -288,7 +288,7 @@ async def test_not_landed_needs_every_url_to_agree(anvil, dsn, db) -> None:
     other = FaultProxy(anvil.url, seed=13)
     destination = "0x" + secrets.token_hex(20)
     settings = settings_for(
-        f"{lagging.url}|{other.url}", dsn, MG_EVM_NOT_LANDED_CONFIRM_SECONDS="0.2"
+        f"{lagging.url}|{other.url}", dsn, MG_EVM_EVIDENCE_ATTENTION_SECONDS="0.2"
     )
     registry = build_registry(settings, db)
     executor = registry.executor_for("evm_transfer")

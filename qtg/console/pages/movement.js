@@ -12,10 +12,34 @@ const CANCELLABLE = new Set([
 const RESUMABLE = new Set(["MANUAL_INTERVENTION", "WAITING_MANUAL_ACTION"]);
 const MAX_EVENTS = 300;
 
-/** The movement-level decisions worth offering in a state (the API decides in the end). */
-export function decisionsFor(state) {
+// How the treasury policy governs a movement (docs/policies.md): its rule, the
+// approvals given and still needed, each accumulation window's use, the delay left.
+const policyFacts = (policy) => {
+  if (!policy) return [];
+  const ask = policy.approvals || {};
+  const from = ask.group ? `group ${ask.group}` : `role ${ask.role || "operator"}`;
+  const counted = (policy.approvals_given || []).filter((a) => a.counted).map((a) => a.principal);
+  const windows = (policy.accumulation || []).map((w) =>
+    `${w.rule}: ${w.used} of ${w.limit ?? "—"} in ${w.window_seconds}s (${w.scope})`);
+  return [
+    h("dt", "Policy"), h("dd#policy-rule", `v${policy.version} · rule ${policy.rule}`),
+    h("dt", "Approvals"), h("dd#policy-approvals",
+      `${counted.length} of ${ask.count} from ${from}` +
+      (counted.length ? ` (${counted.join(", ")})` : "") +
+      (policy.approvals_needed ? ` · ${policy.approvals_needed} still needed` : "")),
+    h("dt", "Accumulation"), h("dd#policy-accumulation", windows.join("; ") || "—"),
+    h("dt", "Charged"), h("dd", policy.charged ?? "—"),
+    h("dt", "Delay left"), h("dd#policy-delay",
+      policy.delay_seconds ? `${Math.ceil(policy.delay_left_seconds)}s of ${policy.delay_seconds}s` : "—"),
+  ];
+};
+
+/** The movement-level decisions worth offering in a state (the API decides in the end).
+ * `mine`: the signed-in principal created the movement, and four-eyes forbids the
+ * creator to approve it: no approve button that the API would only refuse. */
+export function decisionsFor(state, mine = false) {
   const out = [];
-  if (state === "PENDING_APPROVAL") out.push("approve", "reject");
+  if (state === "PENDING_APPROVAL") out.push(...(mine ? ["reject"] : ["approve", "reject"]));
   if (RESUMABLE.has(state)) out.push("resume");
   if (CANCELLABLE.has(state)) out.push("cancel");
   return out;
@@ -113,7 +137,9 @@ export default {
 
     const paintActions = () => {
       // Unchanged decisions are left alone, so the reason field keeps its focus.
-      const offered = `${canAct}:${decisionsFor(movement.request_state).join()}`;
+      const mine = !!ctx.session.principal && movement.created_by === ctx.session.principal.name;
+      const decisions = decisionsFor(movement.request_state, mine);
+      const offered = `${canAct}:${mine}:${decisions.join()}`;
       if (offered === shownDecisions) return;
       shownDecisions = offered;
       if (!canAct) {
@@ -121,7 +147,7 @@ export default {
         return;
       }
       const base = `/v3/movements/${id}`;
-      const buttons = decisionsFor(movement.request_state).map((d) => {
+      const buttons = decisions.map((d) => {
         const withReason = d === "reject" || d === "cancel";
         return h(`button#act-${d}`, {
           type: "button",
@@ -133,7 +159,10 @@ export default {
           },
         }, d);
       });
-      mount(actions, buttons.length ? [...buttons, reason] : h("p.muted", "No decisions in this state."));
+      const fourEyes = mine && movement.request_state === "PENDING_APPROVAL"
+        ? [h("p.muted#four-eyes-note", "You created this movement: another operator approves it (four-eyes).")]
+        : [];
+      mount(actions, buttons.length ? [...buttons, reason, ...fourEyes] : h("p.muted", "No decisions in this state."));
     };
 
     const paintSummary = () => {
@@ -153,7 +182,12 @@ export default {
         h("dt", "Frontier"), h("dd#frontier", (movement.current_frontier || []).join(", ") || "—"),
         h("dt", "Created"), h("dd", when(movement.created_at)),
         h("dt", "Updated"), h("dd", when(movement.updated_at)),
-        h("dt", "Expires"), h("dd", when(movement.expires_at))));
+        // The approval deadline means something only while the movement waits for it:
+        // a COMPLETED movement showed "Expires" (issue 44).
+        ...(movement.request_state === "PENDING_APPROVAL"
+          ? [h("dt#expires-label", "Expires"), h("dd#expires", when(movement.expires_at))]
+          : []),
+        ...policyFacts(movement.policy)));
     };
 
     let shownGraph = null;

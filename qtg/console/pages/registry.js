@@ -4,12 +4,14 @@
 // and one line here. Order is the navigation's order. ctx: {params, query
 // (URLSearchParams), navigate(path, query), session, refresh, main}.
 
+import addressbook from "./addressbook.js";
 import audit from "./audit.js";
 import balances from "./balances.js";
 import drift from "./drift.js";
 import movement from "./movement.js";
 import movements from "./movements.js";
 import notifications from "./notifications.js";
+import policies from "./policies.js";
 import proposals from "./proposals.js";
 import providers from "./providers.js";
 import signin from "./signin.js";
@@ -22,6 +24,8 @@ export const PAGES = [
   movement,
   templates,
   proposals,
+  policies,
+  addressbook,
   workers,
   providers,
   audit,

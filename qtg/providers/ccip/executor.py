@@ -19,11 +19,13 @@ signed ccipSend and allowance raise is kept before its broadcast; a broadcast
 with no answer (RpcUnavailable) is ambiguous, never a refusal; observe and
 recover judge the send's nonce through the shared ChainJudge — rebroadcast the
 same bytes while it is unconsumed, replace with a fee bump after
-MG_EVM_REPLACE_AFTER_SECONDS, and make a new attempt only once two judgements
-agree another transaction used the nonce. The router's fee is quoted in prepare,
-which runs right before signing in the same dispatcher pass, with
-MG_CCIP_FEE_MARGIN_PERCENT of headroom: a native fee pays quote + margin (the
-router keeps msg.value as the fee), a fee token's allowance is raised by it.
+MG_EVM_REPLACE_AFTER_SECONDS, and make a new attempt only once the block that
+consumed the nonce shows one of qtg's own other transactions did (issue 43;
+submit, broadcast and those verdicts are qtg.providers.evm.outcome's, shared).
+The router's fee is quoted in prepare, which runs right before signing in the
+same dispatcher pass, with MG_CCIP_FEE_MARGIN_PERCENT of headroom: a native fee
+pays quote + margin (the router keeps msg.value as the fee), a fee token's
+allowance is raised by it.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from qtg.domain.ccip import (
     get_fee_data,
     message_id_from_logs,
 )
-from qtg.domain.chain_outcome import Verdict, with_margin
+from qtg.domain.chain_outcome import Verdict, not_landed_proof, with_margin
 from qtg.domain.context import ExecutionContext
 from qtg.domain.evm import intent_problem, is_address, nonce_lane_key, to_base_units
 from qtg.providers.base import (
@@ -67,14 +69,19 @@ from qtg.providers.base import (
 )
 from qtg.providers.ccip import intents
 from qtg.providers.evm import nonces as evm_nonces
-from qtg.providers.evm.executor import crash_point
 from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
     ChainJudge,
     Look,
+    Sent,
+    Signed,
+    pending_observation,
+    pending_recovery,
     raw_tx_hash,
+    reclaimed,
+    submit_signed,
 )
-from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
+from qtg.providers.evm.rpc import EvmRpc, transient_rpc_faults
 from qtg.providers.evm.signer import EvmSigner
 from qtg.providers.evm.transactions import (
     ALLOWANCE_RAISE_HEADROOM_GAS,
@@ -365,7 +372,6 @@ class CcipExecutor:
         lane = self._lane(meta["lane"])
         chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
         tx_hash = raw_tx_hash(signature)
-        where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
         intent = await intents.write_intent(
             self._db,
             request_node_id=ctx.request_node_id,
@@ -386,86 +392,47 @@ class CcipExecutor:
             tx_hash=tx_hash,
         )
         approvals = meta.get("approvals") or []
-        # Write-ahead of every byte that may leave (issue 24): the raises, then the send.
-        kept = True
-        for approval in approvals:
-            kept = kept and await evm_nonces.record_signed(
-                self._db,
-                chain_id=chain_id,
-                address=tx["from"],
-                nonce=approval["nonce"],
-                kind="payment",
-                tx_hash=approval["tx_hash"],
-                raw=approval["raw"],
+        # Write-ahead of every byte that may leave (issue 24): the raises, then the send;
+        # broadcast in nonce order; the answer classified as every executor does.
+        run = [
+            Signed(
+                approval["nonce"],
+                approval["tx_hash"],
+                approval["raw"],
                 # prepared before issue 24 (no "tx"): the send's fees stand in (a raise is
                 # only ever re-sent, never replaced)
-                payload=approval.get("tx") or {**tx, "nonce": str(approval["nonce"])},
-                request_node_id=self._approve_key(ctx, approval["token"]),
-                attempt_no=ctx.attempt_no,
+                approval.get("tx") or {**tx, "nonce": str(approval["nonce"])},
+                self._approve_key(ctx, approval["token"]),
+                ctx.attempt_no,
             )
-        kept = kept and await evm_nonces.record_signed(
-            self._db,
-            kind="payment",
-            tx_hash=tx_hash,
-            raw=signature,
-            payload=tx,
-            request_node_id=ctx.request_node_id,
-            attempt_no=ctx.attempt_no,
-            **where,
-        )
-        if not kept:  # nothing was broadcast: a nonce is no longer this attempt's
-            await intents.move(
-                self._db, intent["id"], S.RELEASED, (S.PENDING,), state_detail="nonce taken back"
-            )
-            # Nothing was sent and nothing is wrong with the send: a new attempt (new
-            # nonces) after a short wait, not a FAILED movement — as the evm executor does
-            # (found by the fault harness: a prepare slowed by RPC faults past
-            # MG_EVM_NONCE_RESERVATION_STALE_SECONDS lost its nonce and FAILED)
-            raise RetryLater(
-                "a nonce of this send was taken back before the broadcast; a new attempt follows",
-                code="CCIP_NONCE_RECLAIMED",
-                retry_after_seconds=1.0,
-            )
+            for approval in approvals
+        ]
+        run.append(Signed(nonce, tx_hash, signature, tx, ctx.request_node_id, ctx.attempt_no))
         refs = _refs(lane, chain_id, tx_hash, tx["from"], nonce, intent["id"])
         if approvals:
             refs["approval_nonces"] = [a["nonce"] for a in approvals]
-        crash_point("before_broadcast")
-        rpc = self._rpcs[chain_id]
-        try:
-            for approval in approvals:  # just below the send's nonce, in order
-                await _broadcast(rpc, approval["raw"])
-                await evm_nonces.mark(
-                    self._db,
-                    state="broadcast",
-                    chain_id=chain_id,
-                    address=tx["from"],
-                    nonce=approval["nonce"],
-                    **evm_nonces.owner_of(ctx),
-                )
-            await _broadcast(rpc, signature)
-        except RpcUnavailable:
-            # No answer is not a refusal: the send may be in a mempool. The node watches
-            # the chain (observe rebroadcasts the kept bytes until the nonce is consumed).
-            return SubmitResult(provider_refs=refs)
-        except RpcError as exc:
-            if "nonce too low" in exc.message.lower() or approvals:
-                # ambiguous: maybe our own earlier broadcast, or a raise went out before
-                # the refusal; the chain decides, through observe
-                return SubmitResult(provider_refs=refs)
-            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
+        done = await submit_signed(
+            self._db, self._rpcs[chain_id], chain_id=chain_id, address=tx["from"], run=run
+        )
+        if done.sent is Sent.RECLAIMED:  # nothing was broadcast
+            await intents.move(
+                self._db, intent["id"], S.RELEASED, (S.PENDING,), state_detail="nonce taken back"
+            )
+            # (found by the fault harness: a prepare slowed by RPC faults past
+            # MG_EVM_NONCE_RESERVATION_STALE_SECONDS lost its nonce and FAILED)
+            raise reclaimed("CCIP", nonce)
+        if done.sent is Sent.REFUSED:  # every URL refused the first bytes: nothing left
             await intents.move(
                 self._db,
                 intent["id"],
                 S.RELEASED,
                 (S.PENDING,),
-                state_detail=f"refused: {exc.message}"[:500],
+                state_detail=f"refused: {done.refusal}"[:500],
             )
-            raise SubmitRejected(
-                f"node refused the ccipSend: {exc.message}", code="CCIP_REJECTED"
-            ) from None
-        crash_point("after_broadcast")
-        await intents.move(self._db, intent["id"], S.BROADCAST, (S.PENDING,))
-        await evm_nonces.mark(self._db, state="broadcast", **where, **evm_nonces.owner_of(ctx))
+            raise SubmitRejected(f"node refused the ccipSend: {done.refusal}", code="CCIP_REJECTED")
+        if done.sent is Sent.ACCEPTED:
+            await intents.move(self._db, intent["id"], S.BROADCAST, (S.PENDING,))
+        # accepted, or maybe on its way: the chain decides, through observe
         return SubmitResult(provider_refs=refs)
 
     async def _look(self, ctx: ExecutionContext, refs: dict[str, Any]) -> Look:
@@ -543,11 +510,12 @@ class CcipExecutor:
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
                 error_code="CCIP_NOT_LANDED",
-                error_detail=(
-                    f"nonce {refs['nonce']} was used by a transaction that is not ours: "
-                    "this ccipSend can never be mined (recovery makes a new attempt)"
-                ),
+                error_detail=not_landed_proof(seen.judgement, int(refs["nonce"]))
+                + " (recovery makes a new attempt)",
             )
+        pending = pending_observation(seen, refs, "CCIP", int(refs["nonce"]))
+        if pending is not None:
+            return pending
         if verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
             await self._resend(
                 ctx,
@@ -738,13 +706,11 @@ class CcipExecutor:
             return RecoverResult(
                 outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="CCIP_NOT_LANDED",
-                error_detail="the send's nonce was used by another transaction, seen twice",
+                error_detail=not_landed_proof(seen.judgement, int(refs["nonce"])),
             )
-        if verdict is Verdict.CONFIRM_NOT_LANDED:
-            return RecoverResult(
-                outcome=RecoverOutcome.UNKNOWN,
-                error_detail="the send's nonce looks used by another transaction; confirming",
-            )
+        pending = pending_recovery(seen, refs, "CCIP", int(refs["nonce"]))
+        if pending is not None:
+            return pending
         if seen.receipt is not None and verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED):
             refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
             mined = await self._mined(ctx, refs, seen.receipt)
@@ -815,15 +781,6 @@ class CcipExecutor:
                 detail[name] = {"error": type(exc).__name__}
                 state = HealthState.DEGRADED
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
-
-
-async def _broadcast(rpc: EvmRpc, raw: str) -> None:
-    """eth_sendRawTransaction; the same bytes already in flight count as sent."""
-    try:
-        await rpc.call("eth_sendRawTransaction", raw)
-    except RpcError as exc:
-        if "already known" not in exc.message.lower():
-            raise
 
 
 def _refs(lane: Lane, chain_id: int, tx_hash: str, sender: str, nonce: int, intent_id: int) -> dict:

@@ -48,7 +48,7 @@ from qtg.domain.cctp import (
     receive_message_data,
     used_nonces_data,
 )
-from qtg.domain.chain_outcome import Verdict
+from qtg.domain.chain_outcome import Verdict, not_landed_proof
 from qtg.domain.context import ExecutionContext
 from qtg.domain.evm import intent_problem, is_address, nonce_lane_key, to_base_units
 from qtg.providers.base import (
@@ -65,9 +65,19 @@ from qtg.providers.base import (
     SubmitResult,
 )
 from qtg.providers.evm import nonces as evm_nonces
-from qtg.providers.evm.executor import crash_point
-from qtg.providers.evm.outcome import REBROADCAST_EVERY_SECONDS, ChainJudge, Look, raw_tx_hash
-from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
+from qtg.providers.evm.outcome import (
+    REBROADCAST_EVERY_SECONDS,
+    ChainJudge,
+    Look,
+    Sent,
+    Signed,
+    pending_observation,
+    pending_recovery,
+    raw_tx_hash,
+    reclaimed,
+    submit_signed,
+)
+from qtg.providers.evm.rpc import EvmRpc, RpcError, transient_rpc_faults
 from qtg.providers.evm.signer import EvmSigner
 from qtg.providers.evm.transactions import (
     ALLOWANCE_RAISE_HEADROOM_GAS,
@@ -363,35 +373,29 @@ class CctpExecutor:
         meta = tx.get("qtg") or {}
         chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
         tx_hash = raw_tx_hash(signature)
-        where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
         approvals = meta.get("approvals") or []
-        kept = True
-        for approval in approvals:  # the signed bytes kept before anything is broadcast
-            kept = kept and await evm_nonces.record_signed(
-                self._db,
-                kind="payment",
-                tx_hash=approval["tx_hash"],
-                raw=approval["raw"],
-                payload=approval["tx"],
-                request_node_id=_approve_key(ctx),
-                attempt_no=ctx.attempt_no,
-                **{**where, "nonce": approval["nonce"]},
+        # the signed bytes kept before anything is broadcast, then sent in nonce order
+        run = [
+            Signed(
+                approval["nonce"],
+                approval["tx_hash"],
+                approval["raw"],
+                approval["tx"],
+                _approve_key(ctx),
+                ctx.attempt_no,
             )
-        kept = kept and await evm_nonces.record_signed(
-            self._db,
-            kind="payment",
-            tx_hash=tx_hash,
-            raw=signature,
-            payload={k: v for k, v in tx.items() if k != "qtg"},
-            request_node_id=ctx.request_node_id,
-            attempt_no=ctx.attempt_no,
-            **where,
+            for approval in approvals
+        ]
+        run.append(
+            Signed(
+                nonce,
+                tx_hash,
+                signature,
+                {k: v for k, v in tx.items() if k != "qtg"},
+                ctx.request_node_id,
+                ctx.attempt_no,
+            )
         )
-        if not kept:  # nothing was broadcast: a nonce is no longer this attempt's
-            raise SubmitRejected(
-                f"a nonce of this {ctx.action_type} was taken back before the broadcast",
-                code="CCTP_NONCE_RECLAIMED",
-            )
         refs: dict[str, Any] = {
             "chain_id": chain_id,
             "tx_hash": tx_hash,
@@ -400,36 +404,21 @@ class CctpExecutor:
         }
         if approvals:
             refs["approval_nonces"] = [a["nonce"] for a in approvals]
-        crash_point(f"{ctx.action_type}.before_broadcast")
-        rpc = self._rpcs[chain_id]
-        try:
-            for approval in approvals:  # just below the action's nonce, in order
-                await _broadcast(rpc, approval["raw"])
-            await _broadcast(rpc, signature)
-        except RpcUnavailable:
-            # no answer is not a refusal: the bytes may be in a mempool; observe judges
-            return SubmitResult(provider_refs=refs)
-        except RpcError as exc:
-            message = exc.message.lower()
-            if approvals or "nonce too low" in message:
-                # a raise may be out, or the nonce is used (maybe by these very bytes):
-                # the chain decides, through observe
-                return SubmitResult(provider_refs=refs)
-            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
+        done = await submit_signed(
+            self._db,
+            self._rpcs[chain_id],
+            chain_id=chain_id,
+            address=tx["from"],
+            run=run,
+            crash_prefix=f"{ctx.action_type}.",
+        )
+        if done.sent is Sent.RECLAIMED:  # nothing was broadcast: a new attempt, not FAILED
+            raise reclaimed("CCTP", nonce)
+        if done.sent is Sent.REFUSED:  # every URL refused the first bytes: nothing left
             raise SubmitRejected(
-                f"node refused the {ctx.action_type}: {exc.message}", code="CCTP_REJECTED"
-            ) from None
-        crash_point(f"{ctx.action_type}.after_broadcast")
-        for approval in approvals:
-            await evm_nonces.mark(
-                self._db,
-                state="broadcast",
-                **{**where, "nonce": approval["nonce"]},
-                **evm_nonces.owner_of(ctx),
+                f"node refused the {ctx.action_type}: {done.refusal}", code="CCTP_REJECTED"
             )
-            await evm_nonces.touch_broadcast(self._db, approval["tx_hash"])
-        await evm_nonces.mark(self._db, state="broadcast", **where, **evm_nonces.owner_of(ctx))
-        await evm_nonces.touch_broadcast(self._db, tx_hash)
+        # accepted, or maybe on its way: the chain decides, through observe
         return SubmitResult(provider_refs=refs)
 
     # ---------------------------------------------------------------- observe
@@ -506,9 +495,12 @@ class CctpExecutor:
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
                 error_code="CCTP_NOT_LANDED",
-                error_detail=f"nonce {refs['nonce']} was used by a transaction that is not "
-                "ours: ours can never be mined (recovery makes a new attempt)",
+                error_detail=not_landed_proof(seen.judgement, int(refs["nonce"]))
+                + " (recovery makes a new attempt)",
             )
+        pending = pending_observation(seen, refs, "CCTP", int(refs["nonce"]))
+        if pending is not None:
+            return pending
         chain_id = int(refs["chain_id"])
         if verdict is Verdict.REPLACE_WITH_BUMP:
             new_hash = await self._judge.replace(
@@ -807,14 +799,11 @@ class CctpExecutor:
             return RecoverResult(
                 outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="CCTP_NOT_LANDED",
-                error_detail=f"nonce {where['nonce']} was used by another transaction, seen "
-                "twice: this attempt's can never be mined",
+                error_detail=not_landed_proof(seen.judgement, where["nonce"]),
             )
-        if verdict is Verdict.CONFIRM_NOT_LANDED:
-            return RecoverResult(
-                outcome=RecoverOutcome.UNKNOWN,
-                error_detail="the nonce looks used by another transaction; confirming later",
-            )
+        pending = pending_recovery(seen, refs, "CCTP", where["nonce"])
+        if pending is not None:
+            return pending
         if verdict is Verdict.NEEDS_PERSON:
             return RecoverResult(
                 outcome=RecoverOutcome.UNKNOWN,
@@ -872,15 +861,6 @@ async def _release(db: Database, ctx: ExecutionContext, row: Mapping[str, Any]) 
         nonce=row["nonce"],
         **evm_nonces.owner_of(ctx),
     )
-
-
-async def _broadcast(rpc: EvmRpc, raw: str) -> None:
-    """eth_sendRawTransaction; the same bytes already in flight count as sent."""
-    try:
-        await rpc.call("eth_sendRawTransaction", raw)
-    except RpcError as exc:
-        if "already known" not in exc.message.lower():
-            raise
 
 
 def _from_observation(seen: ObserveResult) -> RecoverResult:

@@ -60,7 +60,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         default_depth=settings.evm_confirmations,
         fee_caps=parse_fee_caps(settings.evm_fee_caps),
         replace_after_seconds=settings.evm_replace_after_seconds,
-        not_landed_confirm_seconds=settings.evm_not_landed_confirm_seconds,
+        evidence_attention_seconds=settings.evm_evidence_attention_seconds,
     )
     registry.evm_judge = judge  # evm_nonce_reaper rebroadcasts and fills gaps through it
     registry.add_executor(

@@ -15,15 +15,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import signal
 from collections.abc import Mapping
 from typing import Any
 
 from qtg.db import Database
-from qtg.domain.chain_outcome import Verdict, effect_seen, with_margin
+from qtg.domain.chain_outcome import (
+    TRANSFER_TOPIC,
+    Verdict,
+    balances_problem,
+    effect_seen,
+    not_landed_proof,
+    with_margin,
+)
 from qtg.domain.context import ExecutionContext
 from qtg.domain.evm import (
+    erc20_balance_of_data,
     intent_problem,
     is_address,
     nonce_lane_key,
@@ -50,13 +56,17 @@ from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
     ChainJudge,
     Look,
+    Sent,
+    Signed,
+    crash_point,
+    pending_observation,
+    pending_recovery,
     raw_tx_hash,
+    reclaimed,
+    submit_signed,
 )
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable, transient_rpc_faults
 from qtg.providers.evm.signer import EvmSigner
-
-#: Tests only: SIGKILL this process at a named point of submit() (see tests/evm).
-CRASH_ENV = "QTG_TEST_CRASH_AT"
 
 EXECUTOR_KEY = "evm"
 ACTION_TYPES = frozenset({"evm_transfer"})
@@ -80,6 +90,8 @@ class EvmExecutor:
         self._signer = signer
         self._judge = judge
         self._gas_margin = gas_margin_percent
+        #: tx hash -> why its effect check failed (the evidence the node's detail names)
+        self._effect_problems: dict[str, str] = {}
 
     # ---------------------------------------------------------------- helpers
     def _transfer(self, ctx: ExecutionContext) -> tuple[EvmRpc, dict[str, Any]]:
@@ -280,47 +292,28 @@ class EvmExecutor:
         tx = json.loads(prepared.payload)
         chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
         tx_hash = raw_tx_hash(signature)
-        where = {"chain_id": chain_id, "address": tx["from"], "nonce": nonce}
-        kept = await evm_nonces.record_signed(
+        done = await submit_signed(
             self._db,
-            kind="payment",
-            tx_hash=tx_hash,
-            raw=signature,
-            payload=tx,
-            request_node_id=ctx.request_node_id,
-            attempt_no=ctx.attempt_no,
-            **where,
+            self._rpcs[chain_id],
+            chain_id=chain_id,
+            address=tx["from"],
+            run=[Signed(nonce, tx_hash, signature, tx, ctx.request_node_id, ctx.attempt_no)],
         )
-        if not kept:  # nothing left this process: the nonce is no longer this attempt's
-            # Nothing was sent, and nothing is wrong with the payment: a new attempt
-            # (a new nonce) after a short wait, not a FAILED movement (issue 24 item 8).
-            raise RetryLater(
-                f"nonce {nonce} was taken back before the broadcast; a new attempt follows",
-                code="EVM_NONCE_RECLAIMED",
-                retry_after_seconds=1.0,
-            )
-        refs = {"chain_id": chain_id, "tx_hash": tx_hash, "from": tx["from"], "nonce": nonce}
-        crash_point("before_broadcast")
-        try:
-            await self._rpcs[chain_id].call("eth_sendRawTransaction", signature)
-        except RpcUnavailable:
-            # No answer is not a refusal: the bytes may be in a mempool. Watch the chain
-            # (observe rebroadcasts the same bytes until the nonce is consumed).
-            return SubmitResult(provider_refs=refs)
-        except RpcError as exc:
-            message = exc.message.lower()
-            if "already known" in message or "nonce too low" in message:
-                # in flight already, or the nonce is used (maybe by these very bytes,
-                # sent before): the chain decides, through observe
-                return SubmitResult(provider_refs=refs)
-            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
+        if done.sent is Sent.RECLAIMED:
+            raise reclaimed("EVM", nonce)
+        if done.sent is Sent.REFUSED:  # every URL refused the bytes: nothing left qtg
             raise SubmitRejected(
-                f"node refused the transaction: {exc.message}", code="EVM_REJECTED"
-            ) from None
-        crash_point("after_broadcast")
-        await evm_nonces.mark(self._db, state="broadcast", **where, **evm_nonces.owner_of(ctx))
-        await evm_nonces.touch_broadcast(self._db, tx_hash)
-        return SubmitResult(provider_refs=refs)
+                f"node refused the transaction: {done.refusal}", code="EVM_REJECTED"
+            )
+        # accepted, or maybe on its way: the chain decides, through observe
+        return SubmitResult(
+            provider_refs={
+                "chain_id": chain_id,
+                "tx_hash": tx_hash,
+                "from": tx["from"],
+                "nonce": nonce,
+            }
+        )
 
     async def release_unsubmitted(self, ctx: ExecutionContext) -> None:
         """The dispatcher will not submit this attempt (the rest of a nonce lane after a
@@ -331,18 +324,51 @@ class EvmExecutor:
         )
 
     def _effect(self, ctx: ExecutionContext):
-        """An ERC-20 transfer's proof: the token's Transfer(signer, destination, amount) log.
-        None for native coin (the receipt's status is the proof)."""
+        """An ERC-20 transfer's proof (issue 43 item 4): the token's Transfer(signer,
+        destination, amount) log in the receipt, AND the sender's and destination's
+        balances at the receipt's block - 1 and block moved by exactly the net of the
+        token's Transfer logs in that block (a token that logs without moving balances
+        fails). None for native coin (the receipt's status is the proof)."""
         try:
-            _, t = self._transfer(ctx)
+            rpc, t = self._transfer(ctx)
         except PreflightError:
             return None
         if t["token"] is None:
             return None
-        sender = self._signer.address
+        sender, token = self._signer.address, t["token"]
 
-        def check(receipt: dict[str, Any]) -> bool:
-            return effect_seen(receipt.get("logs") or [], t["token"], sender, t["to"], t["value"])
+        async def check(receipt: dict[str, Any]) -> bool:
+            if not effect_seen(receipt.get("logs") or [], token, sender, t["to"], t["value"]):
+                self._effect_problems[str(receipt["transactionHash"]).lower()] = (
+                    "the receipt has no Transfer(signer, destination, amount) log"
+                )
+                return False
+            block = int(receipt["blockNumber"], 16)
+            logs = await rpc.call(
+                "eth_getLogs",
+                {
+                    "address": token,
+                    "fromBlock": hex(block),
+                    "toBlock": hex(block),
+                    "topics": [TRANSFER_TOPIC],
+                },
+            )
+            if not isinstance(logs, list):
+                raise RpcUnavailable(f"eth_getLogs of block {block} answered {logs!r:.40}")
+            owners = [sender, t["to"]]
+            reads = [
+                ("eth_call", ({"to": token, "data": erc20_balance_of_data(owner)}, hex(at)))
+                for at in (block - 1, block)
+                for owner in owners
+            ]
+            answers = [int(a, 16) for a in await rpc.read_many(reads)]
+            before = dict(zip(owners, answers[:2], strict=True))
+            after = dict(zip(owners, answers[2:], strict=True))
+            problem = balances_problem(logs, token, before, after)
+            if problem is not None:
+                self._effect_problems[str(receipt["transactionHash"]).lower()] = problem
+                return False
+            return True
 
         return check
 
@@ -382,14 +408,16 @@ class EvmExecutor:
             )
         if verdict is Verdict.NEEDS_PERSON:
             await evm_nonces.mark(self._db, state="consumed", **where, **evm_nonces.owner_of(ctx))
+            why = self._effect_problems.pop(receipt.tx_hash if receipt else "", None)
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
-                artifacts=artifacts,
+                artifacts={**artifacts, "effect_problem": why} if why else artifacts,
                 error_code="EVM_EFFECT_UNVERIFIED",
                 error_detail=(
-                    "the token transfer was mined with status 1 but its receipt has no "
-                    "Transfer(signer, destination, amount) log: money may have gone elsewhere"
+                    "the token transfer was mined with status 1 but the chain does not show "
+                    f"the payment: {why or 'its Transfer log or balances disagree'}; "
+                    "money may have gone elsewhere, a person decides"
                 ),
             )
         if verdict is Verdict.NOT_LANDED:
@@ -398,11 +426,12 @@ class EvmExecutor:
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=refs,
                 error_code="EVM_NOT_LANDED",
-                error_detail=(
-                    f"nonce {where['nonce']} was used by a transaction that is not ours: "
-                    "ours can never be mined (recovery makes a new attempt)"
-                ),
+                error_detail=not_landed_proof(seen.judgement, where["nonce"])
+                + " (recovery makes a new attempt)",
             )
+        pending = pending_observation(seen, refs, "EVM", where["nonce"])
+        if pending is not None:
+            return pending
         if verdict is Verdict.REPLACE_WITH_BUMP:
             new_hash = await self._judge.replace(
                 chain_id, seen.txs, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
@@ -462,16 +491,11 @@ class EvmExecutor:
             return RecoverResult(
                 outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="EVM_NOT_LANDED",
-                error_detail=(
-                    f"nonce {where['nonce']} was used by another transaction, seen twice: "
-                    "this attempt's can never be mined"
-                ),
+                error_detail=not_landed_proof(seen.judgement, where["nonce"]),
             )
-        if verdict is Verdict.CONFIRM_NOT_LANDED:
-            return RecoverResult(
-                outcome=RecoverOutcome.UNKNOWN,
-                error_detail="the nonce looks used by another transaction; confirming later",
-            )
+        pending = pending_recovery(seen, refs, "EVM", where["nonce"])
+        if pending is not None:
+            return pending
         if verdict is Verdict.NEEDS_PERSON:
             # mined without the token's Transfer log: no chain evidence will decide it;
             # the node stays UNKNOWN (EVM_EFFECT_UNVERIFIED) for a person
@@ -543,9 +567,3 @@ def _not_sent(detail: str) -> RecoverResult:
     return RecoverResult(
         outcome=RecoverOutcome.NOT_SUBMITTED, error_code="EVM_NOT_BROADCAST", error_detail=detail
     )
-
-
-def crash_point(name: str) -> None:
-    """Tests only (QTG_TEST_CRASH_AT): die here like a kill -9, with no clean-up."""
-    if os.environ.get(CRASH_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)

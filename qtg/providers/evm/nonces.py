@@ -38,6 +38,8 @@ SQL = sql_family(
     "note_not_landed",
     "clear_not_landed",
     "drift_open",
+    "signed_at_nonce",
+    "evidence_page",
 )
 
 
@@ -268,8 +270,9 @@ async def note_not_landed(
     request_node_id: str | None,
     attempt_no: int | None,
 ) -> float:
-    """Seconds since a judgement first found this nonce used by another transaction
-    (on the judging attempt's reservation only; 0.0 when that attempt holds none)."""
+    """Seconds since a judgement first found this nonce consumed at depth with no
+    receipt of ours (the evidence missing: a wait, paged past its bound), on the
+    judging attempt's reservation only; 0.0 when that attempt holds none."""
     args = {
         "chain_id": chain_id,
         "address": address.lower(),
@@ -307,3 +310,31 @@ async def open_drift(db: Database, *, chain_id: int, subject: str) -> list[dict[
     async with db.transaction() as tx:
         rows = await tx.fetch(SQL.drift_open, {"chain_id": chain_id, "subject": subject})
     return [dict(r) for r in rows]
+
+
+async def signed_at_nonce(
+    db: Database, *, chain_id: int, address: str, nonce: int
+) -> list[dict[str, Any]]:
+    """Every transaction qtg signed for a nonce, whatever for (issue 43): a consuming
+    hash among them is qtg's own (a gap fill, a cancel, another attempt)."""
+    rows = await db.fetch(
+        SQL.signed_at_nonce, {"chain_id": chain_id, "address": address.lower(), "nonce": nonce}
+    )
+    return [dict(r) for r in rows]
+
+
+async def page_missing_evidence(
+    db: Database, *, chain_id: int, address: str, nonce: int, hashes: Sequence[str], body: str
+) -> None:
+    """Page critical (once per nonce) that what consumed it cannot be read."""
+    async with db.transaction() as tx:
+        await tx.execute(
+            SQL.evidence_page,
+            {
+                "chain_id": chain_id,
+                "address": address.lower(),
+                "nonce": nonce,
+                "hashes": Jsonb(list(hashes)),
+                "body": body,
+            },
+        )

@@ -1,20 +1,38 @@
-"""The chain's side of "never pay twice" (issue 24): gather the facts, act on the verdict.
+"""The chain's side of "never pay twice" (issues 24 and 43): the one module every
+chain executor (evm, ccip, cctp) submits, broadcasts and judges through.
 
-`ChainJudge.look` reads what the chain says about one nonce of ours (the account's
-count at the trusted depth and at the tip, the receipts of every transaction we
-signed for it) and asks the pure rule (qtg.domain.chain_outcome.judge). Acting on
-the verdict is also here, shared by every chain executor (evm, ccip): broadcast
-the newest signed bytes again, or replace them at the same nonce with a fee bump.
+- `submit_signed`: keep the signed bytes (write-ahead), broadcast them in nonce
+  order, and classify the answer the same way for every executor: accepted,
+  ambiguous (no answer, or a refusal after which the bytes may be in a mempool:
+  `refusal_may_be_in_flight`), refused (every URL judged and refused the first
+  bytes: nothing left, the nonces go back), or reclaimed (a nonce was taken back
+  before anything left: a new attempt, never FAILED).
+- `ChainJudge.look` reads what the chain says about one nonce of ours (the
+  account's count at the trusted depth and at the tip, the receipts of every
+  transaction we signed for it, and — when the count passed the nonce and no
+  receipt of ours is readable — the transaction that consumed it, read from its
+  block: qtg.providers.evm.consumed) and asks the pure rule
+  (qtg.domain.chain_outcome.judge). A consumer qtg never signed holds the signer
+  (qtg.providers.evm.holds) and pages; evidence missing past
+  MG_EVM_EVIDENCE_ATTENTION_SECONDS pages.
+- Acting on the verdict: broadcast the newest signed bytes again, or replace them
+  at the same nonce with a fee bump; `pending_observation` / `pending_recovery`
+  answer the verdicts every executor answers alike.
+
 Nothing here ever releases a nonce that may have been broadcast.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from eth_utils import keccak
@@ -25,13 +43,24 @@ from qtg.domain.chain_outcome import (
     FeeCap,
     Judgement,
     Receipt,
+    Verdict,
     bumped,
     fee_over_cap,
     judge,
+    refusal_may_be_in_flight,
     trusted_head,
 )
 from qtg.domain.context import SigningIntent, SignRequest
-from qtg.providers.base import RetryLater
+from qtg.domain.custody import replacement_problem
+from qtg.providers.base import (
+    ObserveResult,
+    ObserveStatus,
+    RecoverOutcome,
+    RecoverResult,
+    RetryLater,
+)
+from qtg.providers.evm import consumed
+from qtg.providers.evm import holds as signer_holds
 from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.providers.evm.signer import EvmSigner
@@ -64,7 +93,7 @@ class ChainJudge:
         default_depth: int,
         fee_caps: dict[int, FeeCap],
         replace_after_seconds: float,
-        not_landed_confirm_seconds: float,
+        evidence_attention_seconds: float = 120.0,
     ) -> None:
         self._db = db
         self._rpcs = rpcs
@@ -73,7 +102,10 @@ class ChainJudge:
         self._default_depth = default_depth
         self._fee_caps = fee_caps
         self._replace_after = replace_after_seconds
-        self._confirm = not_landed_confirm_seconds
+        self._evidence_attention = evidence_attention_seconds
+        #: (chain, address, nonce) -> the transaction that consumed it (below the
+        #: trusted depth a block does not change: found once, kept)
+        self._consumers: dict[tuple[int, str, int], consumed.Consumer] = {}
 
     @property
     def signer_address(self) -> str:
@@ -99,7 +131,7 @@ class ChainJudge:
         request_node_id: str | None,
         attempt_no: int | None,
         known_hashes: tuple[str, ...] = (),
-        effect: Callable[[dict[str, Any]], bool] | None = None,
+        effect: Callable[[dict[str, Any]], bool | Awaitable[bool]] | None = None,
     ) -> Look:
         """The verdict on `nonce` for one node attempt. `known_hashes`: hashes the node's
         refs name (rows signed before issue 24 kept no bytes); `effect(receipt)` checks a
@@ -122,32 +154,48 @@ class ChainJudge:
         count_latest = await rpc.nonce(address, "latest")
         receipts: list[Receipt] = []
         found = None
-        for tx_hash in reversed(hashes):
-            found = await rpc.receipt(tx_hash)
-            if found is None:
-                continue
-            status = int(found["status"], 16)
+
+        async def note(tx_hash: str, receipt: dict[str, Any]) -> None:
+            status = int(receipt["status"], 16)
+            ok: bool | None = None
+            if effect is not None and status == 1:
+                checked = effect(receipt)
+                ok = await checked if inspect.isawaitable(checked) else bool(checked)
             receipts.append(
                 Receipt(
                     tx_hash=tx_hash,
                     status=status,
-                    block=int(found["blockNumber"], 16),
-                    effect_ok=effect(found) if effect is not None and status == 1 else None,
+                    block=int(receipt["blockNumber"], 16),
+                    effect_ok=ok,
                 )
             )
+
+        for tx_hash in reversed(hashes):
+            found = await rpc.receipt(tx_hash)
+            if found is None:
+                continue
+            await note(tx_hash, found)
             break  # one nonce, one mined transaction
-        where = {
-            "chain_id": chain_id,
-            "address": address,
-            "nonce": nonce,
-            "request_node_id": request_node_id,
-            "attempt_no": attempt_no,
-        }
-        seen_for = None
+        where = {"chain_id": chain_id, "address": address, "nonce": nonce}
+        attempt = {"request_node_id": request_node_id, "attempt_no": attempt_no}
+        consumer: consumed.Consumer | None = None
+        qtg_signed: list[str] = []
+        missing_for = None
         if not receipts and count_trusted > nonce and hashes:
-            seen_for = await evm_nonces.note_not_landed(self._db, **where)
+            # No receipt of ours, the nonce used at depth: a missing receipt is no
+            # evidence (issue 43). The block that consumed the nonce says who did.
+            consumer = await self._consumer(rpc, address, nonce, head)
+            if consumer is not None and consumer.tx_hash in hashes:
+                found = await consumed.block_receipt(rpc, consumer.block, consumer.tx_hash)
+                if found is not None:
+                    await note(consumer.tx_hash, found)
+            if consumer is not None and consumer.tx_hash not in hashes:
+                rows = await evm_nonces.signed_at_nonce(self._db, **where)
+                qtg_signed = [r["tx_hash"] for r in rows]
+        if not receipts and count_trusted > nonce and hashes:
+            missing_for = await evm_nonces.note_not_landed(self._db, **where, **attempt)
         else:
-            await evm_nonces.clear_not_landed(self._db, **where)
+            await evm_nonces.clear_not_landed(self._db, **where, **attempt)
         newest_age = min((t["age_seconds"] for t in txs), default=0.0)
         verdict = judge(
             Facts(
@@ -159,11 +207,82 @@ class ChainJudge:
                 count_latest=count_latest,
                 newest_age_seconds=float(newest_age),
                 replace_after_seconds=self._replace_after,
-                not_landed_for_seconds=seen_for,
-                not_landed_confirm_seconds=self._confirm,
+                consumer=consumer.tx_hash if consumer else None,
+                consumer_block=consumer.block if consumer else None,
+                qtg_signed=qtg_signed,
+                evidence_missing_seconds=missing_for,
+                evidence_attention_seconds=self._evidence_attention,
             )
         )
+        await self._act_on_findings(chain_id, address, nonce, hashes, verdict, missing_for)
         return Look(verdict, txs, found)
+
+    async def _consumer(
+        self, rpc: EvmRpc, address: str, nonce: int, head: int
+    ) -> consumed.Consumer | None:
+        key = (rpc.chain_id, address.lower(), nonce)
+        known = self._consumers.get(key)
+        if known is not None and known.block <= head:
+            return known
+        found = await consumed.find_consumer(rpc, address, nonce, head)
+        if found is not None:
+            if len(self._consumers) > 10_000:  # bounded: forget the oldest findings
+                self._consumers.pop(next(iter(self._consumers)))
+            self._consumers[key] = found
+        return found
+
+    async def _act_on_findings(
+        self,
+        chain_id: int,
+        address: str,
+        nonce: int,
+        hashes: Sequence[str],
+        verdict: Judgement,
+        missing_for: float | None,
+    ) -> None:
+        """A foreign consumer holds the signer on every chain (the key is used
+        elsewhere, or the ledger lost what it signed) and pages critical; evidence
+        missing past its bound pages critical once per nonce."""
+        if verdict.verdict is Verdict.FOREIGN_CONSUMER:
+            log.critical(
+                "a transaction qtg never signed consumed one of its nonces: signer held",
+                extra={"chain_id": chain_id, "nonce": nonce, "tx_hash": verdict.consumer},
+            )
+            await signer_holds.place(
+                self._db,
+                chain_id=None,
+                address=address,
+                reason=signer_holds.FOREIGN_NONCE_CONSUMER,
+                evidence={
+                    "chain_id": chain_id,
+                    "nonce": nonce,
+                    "consumer": verdict.consumer,
+                    "block": verdict.consumer_block,
+                    "ours": list(hashes),
+                },
+                actor="chain_judge",
+                body=(
+                    f"On chain {chain_id}, nonce {nonce} of {address.lower()} was consumed by "
+                    f"{verdict.consumer} (block {verdict.consumer_block}), which qtg never "
+                    f"signed; qtg's own were {list(hashes)}. The key is used elsewhere, or "
+                    "the ledger lost what it signed: nothing new is signed for this signer "
+                    "until a person clears the hold."
+                ),
+            )
+        elif verdict.attention:
+            await evm_nonces.page_missing_evidence(
+                self._db,
+                chain_id=chain_id,
+                address=address,
+                nonce=nonce,
+                hashes=hashes,
+                body=(
+                    f"The account's count at the trusted depth passed nonce {nonce} "
+                    f"{missing_for or 0:.0f} s ago, and neither a receipt of qtg's "
+                    f"transactions {list(hashes)} nor the consuming transaction can be read. "
+                    "Nothing is re-sent and nothing is failed while the chain cannot say."
+                ),
+            )
 
     # ---------------------------------------------------------------- actions
     async def broadcast(self, chain_id: int, raw: str) -> bool:
@@ -173,7 +292,7 @@ class ChainJudge:
         try:
             await self._rpcs[chain_id].call("eth_sendRawTransaction", raw)
         except RpcError as exc:
-            if "already known" not in exc.message.lower():
+            if not refusal_may_be_in_flight(exc.message):
                 log.info("rebroadcast refused", extra={"chain_id": chain_id, "error": exc.message})
                 return False
         except RpcUnavailable as exc:
@@ -209,6 +328,17 @@ class ChainJudge:
         broadcast again instead, and the reaper's attention threshold pages a person."""
         newest = txs[-1]
         payload = dict(newest["payload"])
+        # The signer checks what it signs (issue 45): a replacement changes only the fees
+        # of bytes we signed. A payload column that no longer says what those bytes say
+        # (edited in the database) is never signed again: the kept bytes go out instead.
+        why = replacement_problem(payload, signed_fields(newest["raw"]))
+        if why is not None:
+            log.error(
+                "custody: replacement refused, the kept payload is not the signed transaction",
+                extra={"chain_id": chain_id, "nonce": payload.get("nonce"), "why": why},
+            )
+            await self.rebroadcast(chain_id, txs)
+            return None
         market_fee, market_tip = await fee_per_gas(self._rpcs[chain_id])
         max_fee = bumped(int(payload["maxFeePerGas"]), market_fee)
         tip = bumped(int(payload["maxPriorityFeePerGas"]), market_tip)
@@ -290,6 +420,207 @@ async def fee_per_gas(rpc: EvmRpc) -> tuple[int, int]:
     return 2 * base_fee + tip, tip
 
 
+def signed_fields(raw: str) -> dict[str, Any]:
+    """The fields of a kept signed transaction (`0x…` hex), read from its bytes, with
+    `from` recovered from its signature: what a replacement may be compared with."""
+    from eth_account import Account
+    from eth_account.typed_transactions import TypedTransaction
+    from hexbytes import HexBytes
+
+    try:
+        fields = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
+        sender = Account.recover_transaction(raw)
+    except Exception:  # not a typed transaction we could have signed: compare to nothing
+        return {}
+    return {
+        "from": sender,
+        "to": "0x" + bytes(fields["to"]).hex(),
+        "value": fields["value"],
+        "data": "0x" + bytes(fields["data"]).hex(),
+        "gas": fields["gas"],
+        "nonce": fields["nonce"],
+        "chainId": fields["chainId"],
+    }
+
+
 def raw_tx_hash(raw: str) -> str:
     """The hash of a signed raw transaction (`0x…` hex): its id on the chain."""
     return "0x" + keccak(bytes.fromhex(raw[2:])).hex()
+
+
+# ------------------------------------------------------------ the shared submit
+
+
+class Sent(StrEnum):
+    #: a URL took the bytes (all of them, in order)
+    ACCEPTED = "accepted"
+    #: maybe on their way: no answer, a refusal after which they may be in a mempool
+    #: (`refusal_may_be_in_flight`), or a refusal after earlier bytes of the run went
+    #: out. The chain decides, through observe; nothing is released.
+    AMBIGUOUS = "ambiguous"
+    #: every URL judged the first bytes and refused them: nothing left qtg, the run's
+    #: nonces are released. The executor's SubmitRejected (a safe FAILED: the refusal
+    #: is the proof) follows.
+    REFUSED = "refused"
+    #: a nonce of the run was no longer this attempt's before anything was kept: nothing
+    #: left qtg; a new attempt (RetryLater), never FAILED
+    RECLAIMED = "reclaimed"
+
+
+@dataclass(frozen=True, slots=True)
+class Signed:
+    """One signed transaction of a run (an allowance raise, then the send that spends
+    it; or a lone transfer), as `submit_signed` keeps and broadcasts it."""
+
+    nonce: int
+    tx_hash: str
+    raw: str
+    payload: dict[str, Any]
+    request_node_id: str
+    attempt_no: int
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    sent: Sent
+    #: the node's refusal message (REFUSED, or an ambiguous refusal)
+    refusal: str = ""
+
+
+async def submit_signed(
+    db: Database,
+    rpc: EvmRpc,
+    *,
+    chain_id: int,
+    address: str,
+    run: Sequence[Signed],
+    crash_prefix: str = "",
+) -> Submitted:
+    """Keep every signed transaction of `run` (write-ahead, issue 24), then broadcast them
+    in nonce order, and say what happened (`Sent`). The run's last item is the node
+    attempt's own transaction (the raises before it are keyed `<its key>:approve…`).
+    The one submit of the evm, ccip and cctp executors (issue 43: three copies had
+    drifted). `crash_prefix` names the test crash points (`<prefix>before_broadcast`,
+    `<prefix>after_broadcast`)."""
+    for item in run:
+        kept = await evm_nonces.record_signed(
+            db,
+            chain_id=chain_id,
+            address=address,
+            nonce=item.nonce,
+            kind="payment",
+            tx_hash=item.tx_hash,
+            raw=item.raw,
+            payload=item.payload,
+            request_node_id=item.request_node_id,
+            attempt_no=item.attempt_no,
+        )
+        if not kept:
+            return Submitted(Sent.RECLAIMED)
+    # the node attempt owns the run (its raises are keyed `<owner>:approve…`): the send's
+    owner = {"owner": run[-1].request_node_id, "attempt_no": run[-1].attempt_no}
+    crash_point(f"{crash_prefix}before_broadcast")
+    for index, item in enumerate(run):
+        try:
+            await rpc.call("eth_sendRawTransaction", item.raw)
+        except RpcUnavailable:
+            return Submitted(Sent.AMBIGUOUS)
+        except RpcError as exc:
+            if index > 0 or refusal_may_be_in_flight(exc.message):
+                return Submitted(Sent.AMBIGUOUS, exc.message)
+            for unsent in run:
+                await evm_nonces.mark(
+                    db,
+                    state="released",
+                    chain_id=chain_id,
+                    address=address,
+                    nonce=unsent.nonce,
+                    **owner,
+                )
+            return Submitted(Sent.REFUSED, exc.message)
+    crash_point(f"{crash_prefix}after_broadcast")
+    for item in run:
+        await evm_nonces.mark(
+            db, state="broadcast", chain_id=chain_id, address=address, nonce=item.nonce, **owner
+        )
+        await evm_nonces.touch_broadcast(db, item.tx_hash)
+    return Submitted(Sent.ACCEPTED)
+
+
+def reclaimed(prefix: str, nonce: int) -> RetryLater:
+    """A nonce of the run was taken back before anything left: nothing was sent, nothing
+    is wrong with the payment — a new attempt after a short wait (issue 24 item 8)."""
+    return RetryLater(
+        f"nonce {nonce} was taken back before the broadcast; a new attempt follows",
+        code=f"{prefix}_NONCE_RECLAIMED",
+        retry_after_seconds=1.0,
+    )
+
+
+# ------------------------------------------------------- verdicts answered alike
+
+
+def foreign_consumer_detail(judgement: Judgement, nonce: int) -> str:
+    return (
+        f"nonce {nonce} was consumed by {judgement.consumer} (block "
+        f"{judgement.consumer_block}), a transaction qtg never signed: the signer is held "
+        "and a person decides (the key is used elsewhere, or the ledger lost what it signed)"
+    )
+
+
+def pending_observation(
+    seen: Look, refs: dict[str, Any], prefix: str, nonce: int
+) -> ObserveResult | None:
+    """The observation of the verdicts every chain executor answers alike (None: the
+    executor's own): a foreign consumer → UNKNOWN `<prefix>_FOREIGN_NONCE_CONSUMER` (the
+    signer is held, a person decides); evidence not yet readable → PENDING (wait)."""
+    verdict = seen.judgement
+    if verdict.verdict is Verdict.FOREIGN_CONSUMER:
+        return ObserveResult(
+            status=ObserveStatus.UNKNOWN,
+            provider_refs=refs,
+            error_code=f"{prefix}_FOREIGN_NONCE_CONSUMER",
+            error_detail=foreign_consumer_detail(verdict, nonce),
+        )
+    if verdict.verdict is Verdict.AWAIT_EVIDENCE:
+        if verdict.consumer is not None:
+            refs["tx_hash"] = verdict.consumer  # ours, mined: its receipt is awaited
+        return ObserveResult(
+            status=ObserveStatus.PENDING,
+            provider_refs=refs,
+            retry_after_seconds=2.0,
+            error_detail=(
+                f"chain: nonce {nonce} is used at depth; waiting to read what consumed it"
+                + (f" ({verdict.consumer}, ours: awaiting its receipt)" if verdict.consumer else "")
+            ),
+        )
+    return None
+
+
+def pending_recovery(
+    seen: Look, refs: dict[str, Any], prefix: str, nonce: int
+) -> RecoverResult | None:
+    """`pending_observation` for recover(): a foreign consumer stays UNKNOWN for a person;
+    evidence not yet readable goes back to observing (SUBMITTED), never a new attempt."""
+    verdict = seen.judgement
+    if verdict.verdict is Verdict.FOREIGN_CONSUMER:
+        return RecoverResult(
+            outcome=RecoverOutcome.UNKNOWN,
+            error_code=f"{prefix}_FOREIGN_NONCE_CONSUMER",
+            error_detail=foreign_consumer_detail(verdict, nonce),
+        )
+    if verdict.verdict is Verdict.AWAIT_EVIDENCE:
+        if verdict.consumer is not None:
+            refs["tx_hash"] = verdict.consumer
+        return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
+    return None
+
+
+def crash_point(name: str) -> None:
+    """Tests only (QTG_TEST_CRASH_AT): die here like a kill -9, with no clean-up."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+#: Tests only: SIGKILL this process at a named point (see tests/evm).
+CRASH_ENV = "QTG_TEST_CRASH_AT"

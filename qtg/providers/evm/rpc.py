@@ -5,7 +5,8 @@ MG_EVM_RPC_URLS `chain_id=url1|url2`). Every HTTP request has a timeout; at
 most MG_EVM_RPC_CONCURRENCY requests (a batch is one) are in flight per chain.
 
 - Reads are retried on transport faults (no answer, a 5xx or 429, a reply that
-  is not JSON) and on transient JSON-RPC errors (`rpc_error_transient`: a node
+  is not JSON, a `null` or malformed result where a value is due: `answer_problem`)
+  and on transient JSON-RPC errors (`rpc_error_transient`: a node
   behind, rate-limited, an internal error), with a doubling backoff, failing
   over to the next URL at each try; the URL that last answered is asked first.
   A permanent JSON-RPC error (a revert, invalid params) is raised at once.
@@ -55,7 +56,8 @@ import httpx
 import trio
 
 from qtg.domain import bounded_json
-from qtg.domain.evm import rpc_error_transient, send_refused
+from qtg.domain.chain_outcome import refusal_may_be_in_flight
+from qtg.domain.evm import answer_problem, rpc_error_transient, send_refused
 from qtg.providers.base import RetryLater
 from qtg.providers.coalesce import slot_then_round
 
@@ -440,6 +442,10 @@ class EvmRpc:
                 except _NoAnswer as exc:
                     last = exc
                     continue
+                problem = answer_problem(method, result)
+                if problem is not None:  # a null or malformed answer is no answer: next URL
+                    last = _NoAnswer(f"{redacted(self.urls[index])}: {problem}")
+                    continue
                 self._preferred = index
                 return result
         if isinstance(last, RpcError):
@@ -470,8 +476,7 @@ class EvmRpc:
                 return value
         refusals = [value for kind, value in answers if kind == "refused"]
         for exc in refusals:  # in flight, or the nonce used: the caller watches the chain
-            text = exc.message.lower()
-            if "already known" in text or "nonce too low" in text:
+            if refusal_may_be_in_flight(exc.message):
                 raise exc
         if len(refusals) < len(answers):  # some URL did not answer: it may have it
             silent = [str(value) for kind, value in answers if kind == "silent"]
@@ -521,9 +526,12 @@ class EvmRpc:
             if index in self._chain_checked:
                 continue
             try:
-                served = int(await self._post(url, "eth_chainId", ()), 16)
+                answer = await self._post(url, "eth_chainId", ())
             except (RpcError, _NoAnswer):
                 continue
+            if answer_problem("eth_chainId", answer) is not None:
+                continue  # a null or malformed answer: asked again next time
+            served = int(answer, 16)
             if served != self.chain_id:
                 return f"{redacted(url)} serves chain {served}"
             self._chain_checked.add(index)

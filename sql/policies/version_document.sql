@@ -1,0 +1,1 @@
+SELECT version, document FROM policy_versions WHERE version = %(version)s
