@@ -306,8 +306,9 @@ class Settings:
     ccip_enabled: bool = setting("MG_CCIP_ENABLED", False)
     # ccip_drift's interval.
     ccip_drift_poll_interval_seconds: float = interval("MG_CCIP_DRIFT_POLL_INTERVAL_SECONDS", 300.0)
-    # Run verify_drift (sidecar) when the runtime has the evm_rpc capability.
-    verify_drift_enabled: bool = setting("MG_VERIFY_DRIFT_ENABLED", False)
+    # Run verify_drift (sidecar) when the runtime has the evm_rpc capability: on by
+    # default, watching every configured token and bridge contract.
+    verify_drift_enabled: bool = setting("MG_VERIFY_DRIFT_ENABLED", True)
     # verify_drift's interval.
     verify_drift_interval_seconds: float = interval("MG_VERIFY_DRIFT_INTERVAL_SECONDS", 21_600.0)
 

@@ -579,9 +579,9 @@ async def _prepare(
 
     # Issue 45: a policy-governed movement is decided again under the accumulation
     # ledger's lock, and charged in this transaction (with its write-ahead).
-    held = await policies.check_at_dispatch(tx, snap.request, node)
-    if held is not None:
-        await defer(ctx, tx, node, held)
+    policy = await policies.check_at_dispatch(tx, snap.request, node)
+    if policy.wait is not None:
+        await defer(ctx, tx, node, policy.wait)
         return None
 
     try:
@@ -636,6 +636,7 @@ async def _prepare(
         await fail("PREPARE_ERROR", f"{type(exc).__name__}: {exc}")
         return None
 
+    await policies.charge(tx, policy)  # it goes out: its charge, with its write-ahead
     key = idempotency_key(node["id"], context.attempt_no)
     submission = Submission(
         request_id=snap.request["id"],
