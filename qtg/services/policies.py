@@ -66,6 +66,8 @@ SQL = sql_family(
     "delay_roots",
     "delay_left",
     "version_document",
+    "lock_changes",
+    "active_label",
 )
 
 MAX_PAGE = 200
@@ -154,6 +156,7 @@ async def _proposed(tx: Tx, version: object, verb: str) -> dict[str, Any]:
 async def approve_policy(db: Database, version: object, *, actor: str) -> dict[str, Any]:
     """PROPOSED → ACTIVE, the active one before it SUPERSEDED; not by its proposer."""
     async with db.transaction() as tx:
+        await tx.fetchval(SQL.lock_changes, {})
         row = await _proposed(tx, version, "approve")
         if row["proposed_by"] == actor:
             raise Forbidden(
@@ -243,6 +246,14 @@ def _tags(value: Any) -> list[str]:
     return sorted({_text(t, "tags", 100) for t in value})
 
 
+def _label_taken(label: str, holder: object) -> Conflict:
+    return Conflict(
+        f"an active address-book entry is labelled {label!r}; propose a change of it instead",
+        code="LABEL_TAKEN",
+        detail={"field": "label", "entry_id": str(holder)},
+    )
+
+
 async def propose_entry(
     db: Database,
     *,
@@ -271,6 +282,9 @@ async def propose_entry(
             if old is None or old["state"] != "ACTIVE":
                 raise NotFound(f"no active address-book entry {rid}", detail={"field": "replaces"})
             params["replaces"] = rid
+        holder = await tx.fetchval(SQL.active_label, {"label": params["label"]})
+        if holder is not None and holder != params["replaces"]:
+            raise _label_taken(params["label"], holder)
         row = await tx.fetchrow(SQL.insert_entry, params)
         assert row is not None
         await record_audit(
@@ -295,6 +309,7 @@ async def decide_entry(
     eid = uuid_or_not_found(entry_id, what="address-book entry", key="entry_id")
     verb = "approve" if approve else "reject"
     async with db.transaction() as tx:
+        await tx.fetchval(SQL.lock_changes, {})
         row = await tx.fetchrow(SQL.lock_entry, {"entry_id": eid})
         if row is None:
             raise NotFound(f"address-book entry {eid} not found", detail={"entry_id": str(eid)})
@@ -323,6 +338,9 @@ async def decide_entry(
                 if all(old[k] == row[k] for k in ("chain", "asset", "address")):
                     usable_at = old["usable_at"]
                 await tx.fetch(SQL.retire_entry, {"entry_id": old["id"]})
+            holder = await tx.fetchval(SQL.active_label, {"label": row["label"]})
+            if holder is not None:
+                raise _label_taken(row["label"], holder)
         decided = await tx.fetchrow(
             SQL.decide_entry,
             {

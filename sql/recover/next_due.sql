@@ -33,6 +33,9 @@ SELECT least(
     ) r
     WHERE n.node_state = 'UNKNOWN'
       AND n.error_code IS DISTINCT FROM 'OBSERVATION_TIMEOUT'
+      -- never claimed by recovery (evm_nonce_reaper's cancel step decides it): as due,
+      -- it would wake recovery for nothing, at once, again and again
+      AND n.error_code IS DISTINCT FROM 'FAILURE_NOT_PROVEN'
     ORDER BY coalesce(n.next_recover_at, '-infinity'::timestamptz), n.id
     LIMIT 1
     FOR SHARE OF n, r SKIP LOCKED

@@ -29,6 +29,7 @@ from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.errors import Conflict
 from qtg.services.node_attention import resolve_node
 from qtg.services.observe import observe_active_nodes
+from qtg.services.recover import next_recovery_due, recover_unknown_nodes
 from qtg.services.templates import create_template
 
 WEI = 10**18
@@ -104,6 +105,9 @@ async def test_failed_only_once_the_chain_shows_the_cancel_consumed_the_nonce(
         result, applied = await _resolve_failed(ctx, m)
         assert not applied and result["resolution"]["applied_at"] is None
         assert _node(dsn, m) == ("UNKNOWN", "FAILURE_NOT_PROVEN")
+        # recovery neither claims it nor counts it due (it would wake for nothing, forever)
+        assert await recover_unknown_nodes(ctx) == 0
+        assert await next_recovery_due(ctx) is None
         with pytest.raises(Conflict) as refused:  # not FAILED yet: nothing to retry
             await movements.retry_node(db, m["id"], "send", actor="bob")
         assert refused.value.status == 409
