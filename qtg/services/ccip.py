@@ -178,7 +178,7 @@ async def _look_up(
         facts = {"message_id": message_id, "block_number": int(receipt["blockNumber"], 16)}
         lane = lanes.get(row["lane"])
         dest = rpcs.get(lane.dest_chain_id) if lane is not None else None
-        if status == 1 and message_id and dest is not None:
+        if status == 1 and message_id and lane is not None and dest is not None:
             address, topics = execution_topics(lane, message_id)
             start = execution_from_block(lane, facts["block_number"], await dest.block_number())
             logs = await dest.call(

@@ -68,6 +68,7 @@ from qtg.domain.faults import (
 from qtg.domain.plan import PlanError
 from qtg.domain.refs import ConfigRefResolutionError
 from qtg.domain.states import NodeState, RequestState
+from qtg.providers.answers import contains_nul
 from qtg.providers.base import (
     Executor,
     PreparedAction,
@@ -591,6 +592,15 @@ async def _prepare(
         if hashlib.sha256(prepared.payload.encode()).hexdigest() != prepared.payload_hash:
             await fail(
                 "PAYLOAD_HASH_MISMATCH", "prepared payload does not hash to its payload_hash"
+            )
+            return None
+        if contains_nul(msgspec.to_builtins(prepared)):
+            # One node's unstorable write-ahead row would fail the batch's one
+            # write-ahead statement for every node of it, pass after pass (issue 44
+            # item 2). Nothing was signed or sent: a safe FAILED for this node alone.
+            await fail(
+                "PREPARED_ACTION_UNSTORABLE",
+                "the prepared action holds a NUL character, which the database cannot store",
             )
             return None
         signature = None

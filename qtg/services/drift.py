@@ -28,6 +28,7 @@ from qtg.db import Jsonb, sql_family
 from qtg.domain.ccip import drift_checks, parse_lanes
 from qtg.domain.cctp import parse_chains
 from qtg.domain.evm import ERC20_DECIMALS_DATA, ERC20_SYMBOL_DATA, parse_drift_contracts
+from qtg.providers.ccip.sidecar import SidecarClient
 from qtg.providers.evm.rpc import RpcError
 from qtg.services import notifications
 from qtg.services.context import ServiceContext
@@ -175,13 +176,15 @@ async def ccip_drift(ctx: ServiceContext) -> int:
     lane qtg is configured with; findings in drift_findings (subject `ccip:<lane>`),
     cleared when the lane matches again. A sidecar that does not answer is the
     finding `reachable`. Returns how many findings were opened or cleared."""
-    client = getattr(ctx.providers, "ccip_sidecar", None)
+    client: SidecarClient | None = ctx.providers.ccip_sidecar
     lanes = getattr(ctx.providers, "ccip_lanes", {}) or parse_lanes(ctx.settings.ccip_lanes)
     observations: list[tuple[Any, list[tuple[str, str, str]], dict[str, Any]]] = []
     for lane in lanes.values():
         evidence: dict[str, Any] = {"sidecar": getattr(client, "name", None), "lane": lane.name}
         try:
             with trio.fail_after(ctx.settings.ccip_sidecar_timeout_seconds * 3):
+                if client is None:  # the runtime starts this pass only with a sidecar
+                    raise LookupError("no CCIP sidecar client is registered")
                 seen = await client.lane_registry(lane)
         except Exception as exc:  # a sidecar or chain that does not answer is a finding
             checks = [("reachable", "yes", f"no: {type(exc).__name__}")]

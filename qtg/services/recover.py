@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import trio
@@ -114,7 +115,7 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
         )
         if candidates:
             total += await run_each(
-                lambda row, g=grace: _recover_isolated(ctx, row["id"], g, failures),
+                partial(_recover_row, ctx, grace_seconds=grace, failures=failures),
                 candidates,
                 CONCURRENCY,
             )
@@ -127,6 +128,13 @@ async def recover_unknown_nodes(ctx: ServiceContext) -> int:
     if failures:
         raise failures[0]
     return total
+
+
+async def _recover_row(
+    ctx: ServiceContext, row: dict[str, Any], *, grace_seconds: float, failures: list[Exception]
+) -> int:
+    """`_recover_isolated` for one candidate row (run_each hands each item alone)."""
+    return await _recover_isolated(ctx, row["id"], grace_seconds, failures)
 
 
 async def _recover_isolated(

@@ -78,12 +78,16 @@ class Flaky:
         self.observe_mode: dict[str, str] = {}
         #: node_key -> "unstorable" | "unknown"
         self.recover_mode: dict[str, str] = {}
+        #: request ids whose prepared payload carries a NUL
+        self.poison: set[str] = set()
 
     async def preflight(self, ctx: ExecutionContext) -> None:
         return None
 
     async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
         payload = json.dumps({"node": ctx.request_node_id})
+        if ctx.request_id in self.poison:
+            payload += "\x00"
         return PreparedAction(
             action_type=ctx.action_type,
             payload_format="json",
@@ -384,3 +388,21 @@ async def test_a_recover_answer_is_discarded_when_its_node_moved_on(svc: Service
     row = await _row(svc, rid, "slow")
     assert row["node_state"] == "FAILED"
     assert "late" not in row["provider_refs"]
+
+
+async def test_one_unstorable_prepared_action_does_not_cost_the_batch_its_write_ahead(
+    svc: ServiceContext,
+) -> None:
+    """Three movements claimed in one dispatch batch; one node's prepared action
+    holds a NUL. That node alone fails before submit (nothing signed or sent);
+    the others are written ahead and submitted in the same pass."""
+    flaky = _flaky(svc)
+    await template(svc, "poison", [node("x", ACTION)], [])
+    rids = [(await movement(svc, "poison", key=f"poison-{i}"))["id"] for i in range(3)]
+    flaky.poison.add(str(rids[1]))
+    assert await dispatch_ready_nodes(svc) == 3
+    after = {rid: await _row(svc, rid) for rid in rids}
+    assert after[rids[1]]["node_state"] == "FAILED"
+    assert after[rids[0]]["node_state"] == after[rids[2]]["node_state"] == "SUBMITTED"
+    row = await svc.db.fetchrow(Q["request"], {"rid": rids[1]})
+    assert row["request_state"] == "FAILED"
