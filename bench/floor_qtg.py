@@ -92,6 +92,7 @@ async def claim_then_write_ahead(conn: Conn, settings: Settings) -> Any | None:
                 "attempt_nos": [1],
                 "idempotency_keys": [f"{node_id}:1"],
                 "prepared_actions": [Jsonb(prepared_action(node_id, row["intent"]))],
+                "owner": None,
             },
         )
         await conn.execute(COMMIT)

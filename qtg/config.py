@@ -200,6 +200,10 @@ class Settings:
     node_recovery_submitting_grace_seconds: float = interval(
         "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS", 120.0
     )
+    # A SUBMITTING node whose owning process has not shown it is alive for this long
+    # (its liveness row, beaten every fifth of this; a kill -9 or a lost host stops it)
+    # is handed to recover() at once, without waiting for the grace above.
+    node_recovery_dead_owner_seconds: float = interval("MG_NODE_RECOVERY_DEAD_OWNER_SECONDS", 5.0)
     # A node recovery has not decided for this long (UNKNOWN, or
     # SUBMITTING this long past its grace) moves its movement to MANUAL_INTERVENTION
     # (request_attention: a critical notification and a callback), once per node attempt
@@ -302,8 +306,9 @@ class Settings:
     ccip_enabled: bool = setting("MG_CCIP_ENABLED", False)
     # ccip_drift's interval.
     ccip_drift_poll_interval_seconds: float = interval("MG_CCIP_DRIFT_POLL_INTERVAL_SECONDS", 300.0)
-    # Run verify_drift (sidecar) when the runtime has the evm_rpc capability.
-    verify_drift_enabled: bool = setting("MG_VERIFY_DRIFT_ENABLED", False)
+    # Run verify_drift (sidecar) when the runtime has the evm_rpc capability: on by
+    # default, watching every configured token and bridge contract.
+    verify_drift_enabled: bool = setting("MG_VERIFY_DRIFT_ENABLED", True)
     # verify_drift's interval.
     verify_drift_interval_seconds: float = interval("MG_VERIFY_DRIFT_INTERVAL_SECONDS", 21_600.0)
 

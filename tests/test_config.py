@@ -40,7 +40,6 @@ REFERENCE_DEFAULTS = {
     "MG_BALANCE_SNAPSHOT_ENABLED": False,
     "MG_BALANCE_SNAPSHOT_INTERVAL_SECONDS": 30.0,
     "MG_CCIP_ENABLED": False,
-    "MG_VERIFY_DRIFT_ENABLED": False,
     "MG_VERIFY_DRIFT_INTERVAL_SECONDS": 21_600.0,
     # qtg's own
     "MG_DATABASE_URL": None,
@@ -61,6 +60,8 @@ def test_reference_defaults(env: str, expected: object) -> None:
 DEPARTURES = {
     # 10,000 nodes waiting through a burst of approvals (docs/operations/deployment.md)
     "MG_NODE_OBSERVE_BATCH_SIZE": (10, 32),
+    # a token whose code changed is held before it pays anyone (issue 43 item 4)
+    "MG_VERIFY_DRIFT_ENABLED": (False, True),
 }
 
 

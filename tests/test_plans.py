@@ -134,6 +134,8 @@ PARAMS: dict[str, Any] = {
     "tried": [],
     "lease_seconds": 30.0,
     "transient_attention_seconds": 900.0,
+    "owner": None,
+    "dead_owner_seconds": 5.0,
 }
 
 PARAMS_ATTENTION: dict[str, Any] = {**PARAMS, "attention_seconds": 900.0}
@@ -160,7 +162,10 @@ CASES: dict[str, tuple[str, set[str]]] = {
     "observe/claim_batch": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/list_due": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/next_due": (NODES, {"movement_request_nodes_observe_due"}),
-    "recover/next_due": (NODES, {"movement_request_nodes_recover_due"}),
+    "recover/next_due": (
+        NODES,
+        {"movement_request_nodes_recover_due", "movement_request_nodes_submitting_owner"},
+    ),
     "recover/list_candidates": (NODES, {"movement_request_nodes_recoverable"}),
     # the UPDATEs find their claimed rows again by primary key
     "callbacks/claim_due": (

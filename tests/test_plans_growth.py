@@ -9,7 +9,7 @@ empty schema on a connection set up as the pool sets up its own
 (qtg.db.pool.connection_options), with plan_cache_mode = force_generic_plan,
 and EXPLAINed once there, which makes and caches its generic plan; the burst of
 tests/test_plans.py goes in from another connection, and the plan each
-statement then has (the cached one: the test checks nothing re-planned it) is
+statement then has (the cached one, which nothing but the runtime's refresh re-plans) is
 checked by shape, rows and buffers, never by time.
 
 On a23afdb, with the same connection minus the pool's planner settings, 34
@@ -181,8 +181,10 @@ def _grown(
         assert unpreparable == UTILITY
         with psycopg.connect(dsn, autocommit=True) as other, other.transaction():
             other.execute(BURST.replace("{requests}", str(REQUESTS)).encode())
-        # every statement still has the one generic plan made on the empty tables
-        # (nothing invalidated it: a re-plan would show as a second one)
+        # every statement ran its generic plan, made on the empty tables, once;
+        # nothing invalidates it (autovacuum is off for the grown tables, the
+        # burst changes no other table's statistics): the plan checked below is
+        # that one, or, after the refresh, the one the refresh made again
         counts = dict(
             conn.execute("SELECT name, generic_plans FROM pg_prepared_statements").fetchall()
         )

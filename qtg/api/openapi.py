@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from . import schemas as s
 from .routing import Endpoint
@@ -53,7 +53,7 @@ def build_openapi(endpoints: list[Endpoint], *, title: str, version: str) -> dic
     components: dict[str, Any] = dict(defs.get("$defs", {}))
 
     def ref(model: type[BaseModel]) -> dict[str, Any]:
-        mode = "validation" if _is_input(model, endpoints) else "serialization"
+        mode: JsonSchemaMode = "validation" if _is_input(model, endpoints) else "serialization"
         return refs[(model, mode)]
 
     paths: dict[str, dict[str, Any]] = {}

@@ -503,6 +503,13 @@ class Movement(MovementSummary):
     )
     template_version_id: uuid.UUID
     compiled_plan_hash: str
+    approval_seal: str | None = Field(
+        default=None,
+        description=(
+            "sha256 of what was approved, written at approval; the signer refuses a movement "
+            "whose rows no longer match it (docs: Custody). null: not approved yet"
+        ),
+    )
     input_params: JsonObject
     idempotency_key: str
     decided_by: str | None

@@ -99,7 +99,7 @@ def describe_dsn(dsn: str) -> str:
         where = f"{str(host).rstrip('/')}/.s.PGSQL.{port or 5432} (socket)"
     else:
         where = f"{host}:{port}" if port else str(host)
-    return f"{user + '@' if user else ''}{where}/{params.get('dbname') or user or ''}"
+    return f"{f'{user}@' if user else ''}{where}/{params.get('dbname') or user or ''}"
 
 
 def scrub(text: str, *dsns: str | None) -> str:

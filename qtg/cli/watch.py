@@ -229,9 +229,10 @@ class Watcher:
                     f"the stream refused us ({exc.status_code}): {message}"
                 ) from None
             except trio_websocket.ConnectionClosed as exc:
-                reason = exc.reason
-                self._note(f"{describe_close(reason.code, reason.reason)}; resuming")
-                if reason.code == 4008:
+                code = exc.reason.code if exc.reason is not None else None
+                why = exc.reason.reason if exc.reason is not None else None
+                self._note(f"{describe_close(code, why)}; resuming")
+                if code == 4008:
                     continue  # slow consumer: catch up from where we are, at once
             except (OSError, trio_websocket.HandshakeError, trio.TooSlowError) as exc:
                 if unreachable_since is None:

@@ -168,6 +168,27 @@ def transfer_mismatch(tx: Mapping[str, Any], approved: ApprovedTransfer) -> str 
     return None
 
 
+#: What a fee-bump replacement may not change: everything but the fees.
+REPLACEMENT_FIXED = ("from", "to", "value", "data", "gas", "nonce", "chainId")
+
+
+def replacement_problem(payload: Mapping[str, Any], signed: Mapping[str, Any]) -> str | None:
+    """Why `payload` (the kept transaction's payload column, about to be signed again
+    with bumped fees) is not the transaction whose signed bytes were kept (`signed`:
+    the fields decoded from those bytes, `from` recovered from their signature); None
+    when only the fees differ. The signed bytes are the evidence: a payload column
+    edited in the database must never become a new signature."""
+    for field in REPLACEMENT_FIXED:
+        ours, theirs = payload.get(field), signed.get(field)
+        if field in ("from", "to", "data"):
+            same = str(ours or "").lower() == str(theirs or "").lower()
+        else:
+            same = _int(ours) is not None and _int(ours) == _int(theirs)
+        if not same:
+            return f"{field} {ours!r} is not the signed transaction's {theirs!r}"
+    return None
+
+
 def identity_mismatch(expected: str | None, observed: str | None) -> str | None:
     """Why a signer may not sign now: its enrolled identity (expected_signer_address)
     is not the address it signs as. None when they agree or nothing is enrolled (an

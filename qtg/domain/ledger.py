@@ -109,18 +109,23 @@ def match_payments(
     txs: Iterable[ChainTx],
     candidates: Sequence[Candidate],
     *,
+    reserved_by: Mapping[int, str] | None = None,
     skew_seconds: float = CLOCK_SKEW_SECONDS,
 ) -> tuple[dict[str, str], list[ChainTx]]:
     """({tx_hash: request_node_id}, unmatched transactions). Transactions are taken in
-    nonce order; each goes to the oldest movement's node whose transfer it is exactly
-    and whose movement is not younger than the block (less the clock skew); a node is
-    matched at most once (two identical payments are two nodes' payments)."""
+    nonce order; each goes to the node that reserved its nonce (`reserved_by`: the ledger
+    kept the reservation but lost the bytes) when its transfer is exactly that node's,
+    else to the oldest movement's node whose transfer it is exactly; never to a node whose
+    movement is younger than the block (less the clock skew); a node is matched at most
+    once (two identical payments are two nodes' payments)."""
+    by_id = {c.request_node_id: c for c in candidates}
     ordered = sorted(candidates, key=lambda c: (c.created_at, c.request_node_id))
     taken: set[str] = set()
     matched: dict[str, str] = {}
     unmatched: list[ChainTx] = []
     for tx in sorted(txs, key=lambda t: t.nonce):
-        for cand in ordered:
+        owner = by_id.get((reserved_by or {}).get(tx.nonce, ""))
+        for cand in ([owner] if owner is not None else []) + ordered:
             if cand.request_node_id in taken:
                 continue
             if cand.created_at - skew_seconds > tx.block_time:

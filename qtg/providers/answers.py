@@ -92,3 +92,18 @@ def clean_object(value: Any) -> dict[str, Any]:
         return {}
     cleaned = clean_json(value)
     return cleaned if isinstance(cleaned, dict) else {"value": cleaned}
+
+
+def contains_nul(value: Any, depth: int = 0) -> bool:
+    """Whether a NUL hides in `value` (a string, or the strings and keys of a
+    JSON-shaped value): what a column cannot store and must not be cleaned
+    silently — a prepared action's payload is hashed and signed as it is."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if depth >= MAX_DEPTH:
+        return False
+    if isinstance(value, Mapping):
+        return any(contains_nul(k) or contains_nul(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(contains_nul(v, depth + 1) for v in value)
+    return False

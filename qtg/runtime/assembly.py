@@ -29,6 +29,7 @@ from qtg.runtime.database import (
 )
 from qtg.runtime.errors import StartupError
 from qtg.runtime.heartbeats import Heartbeat
+from qtg.runtime.liveness import keep_alive
 from qtg.runtime.loop import run_loop
 from qtg.runtime.registry import (
     LoadedWorker,
@@ -163,6 +164,7 @@ async def start_runtime(
         ),
     )
     await check_durability_at_start(db, durability, warn=not embedded)
+    process = heartbeat_rows.ProcessId.current()
     runtime = Runtime(
         settings=settings,
         args=args,
@@ -177,9 +179,10 @@ async def start_runtime(
             wake=hub.wake if settings.reactive else None,
             metrics=metrics,
             durability=durability,
+            instance_id=process.instance_id,
         ),
         metrics=metrics,
-        process=heartbeat_rows.ProcessId.current(),
+        process=process,
         api_socket=api_socket,
         api_ctx=ServiceContext(
             db=api_db, settings=settings, providers=providers, durability=durability
@@ -189,6 +192,15 @@ async def start_runtime(
     )
     nursery.start_soon(
         watch_durability, db, durability, metrics, settings.durability_check_interval_seconds
+    )
+    # before any worker: every write-ahead names an owner that has beaten (issue 43 item 7)
+    await nursery.start(
+        keep_alive,
+        db,
+        process,
+        settings.network_class,
+        settings.node_recovery_dead_owner_seconds,
+        settings.heartbeat_retention_seconds,
     )
     nursery.start_soon(watch_statistics, db)
     if args.seed_demo:

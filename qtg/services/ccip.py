@@ -6,7 +6,9 @@ use the queries in sql/ccip/.
 
 ccip_stranded_reaper: intents unresolved past MG_CCIP_SEND_INTENT_STRANDED_SECONDS
 are claimed FOR UPDATE SKIP LOCKED (with their node, so a node another worker
-holds is left to it, and two runtimes never take one intent) and resolved from
+holds is left to it, and two runtimes never take one intent), leased and
+released before the chain is asked (no lock across an RPC: issue 44 item 3),
+and resolved from
 the chain where it can tell (`qtg.domain.ccip.reap_verdict`): mined → the message
 id is attached; the nonce used by another transaction → released, and
 node_recovery is woken for the node; otherwise (a chain that does not answer
@@ -18,9 +20,10 @@ error is raised, not swallowed.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
-from qtg.db import Database, sql_family
+from qtg.db import Database, Tx, sql_family
 from qtg.domain.ccip import (
     Execution,
     Verdict,
@@ -43,6 +46,8 @@ SQL = sql_family(
     "strand",
     "wake_recovery",
     "list_intents",
+    "lease_claimed",
+    "relock",
 )
 
 log = logging.getLogger("qtg.services.ccip")
@@ -57,11 +62,19 @@ async def list_intents(db: Database, request_id: Any) -> list[dict[str, Any]]:
 
 
 async def reap_stranded_intents(ctx: ServiceContext) -> int:
-    """The ccip_stranded_reaper pass: returns how many intents it resolved or stranded."""
+    """The ccip_stranded_reaper pass: returns how many intents it resolved or stranded.
+
+    No lock is held across a chain lookup (issue 44 item 3): the claim leases its
+    intents (reap_lease, migrations/0058) and commits; each intent's lookups run
+    with no transaction open; each verdict is written in a short transaction of
+    its own, only while the lease holds and the intent is still in the state it
+    was asked about — so an operator's resolution of a node never meets
+    NODE_BUSY behind a slow RPC, and a verdict made on a stale state is dropped."""
     rpcs: dict[int, Any] = getattr(ctx.providers, "evm_rpcs", {})
     lanes = parse_lanes(ctx.settings.ccip_lanes)
     done = 0
     released = False
+    token = uuid.uuid4()
     async with ctx.db.transaction() as tx:
         rows = await tx.fetch(
             SQL.claim_unresolved,
@@ -71,41 +84,60 @@ async def reap_stranded_intents(ctx: ServiceContext) -> int:
                 "network_class": ctx.settings.network_class,
             },
         )
-        for row in rows:
-            try:
-                verdict, facts = await _look_up(
-                    row, rpcs.get(row["chain_id"]), lanes, rpcs, await _hashes(ctx.db, row)
+        if rows:
+            await tx.execute(SQL.lease_claimed, {"lease": token, "ids": [r["id"] for r in rows]})
+    # committed: the intents and their nodes are free while the chain is asked
+    for row in rows:
+        try:
+            verdict, facts = await _look_up(
+                row, rpcs.get(row["chain_id"]), lanes, rpcs, await _hashes(ctx.db, row)
+            )
+        except (RpcError, RpcUnavailable) as exc:  # the chain cannot tell: a person must
+            verdict = Verdict.STRANDED
+            facts = {"state_detail": f"the chain did not answer: {type(exc).__name__}"}
+        async with ctx.db.transaction() as tx:
+            held = await tx.fetchrow(
+                SQL.relock, {"id": row["id"], "lease": token, "state": row["state"]}
+            )
+            if held is None:
+                log.info(
+                    "ccip reaper verdict dropped: intent moved on or held meanwhile",
+                    extra={"intent_id": row["id"], "verdict": str(verdict)},
                 )
-            except (RpcError, RpcUnavailable) as exc:  # the chain cannot tell: a person must
-                verdict = Verdict.STRANDED
-                facts = {"state_detail": f"the chain did not answer: {type(exc).__name__}"}
-            if verdict is Verdict.SENT:
-                await move(tx, row["id"], S.SENT, UNRESOLVED, **facts)
-            elif verdict is Verdict.DELIVERED:
-                if row["state"] != S.SENT:
-                    await move(tx, row["id"], S.SENT, UNRESOLVED, **facts)
-                await move(tx, row["id"], S.SUCCESS, DELIVERABLE, **facts)
-            elif verdict is Verdict.REVERTED:
-                await move(tx, row["id"], S.REVERTED, UNRESOLVED, **facts)
-            elif verdict is Verdict.RELEASED:
-                await move(tx, row["id"], S.RELEASED, UNRESOLVED, **facts)
-                released = True
-            else:
-                detail = facts.get("state_detail") or "the chain cannot tell"
-                await tx.fetchrow(SQL.strand, {"id": row["id"], "detail": detail})
-                log.warning(
-                    "request_attention: ccip send intent stranded",
-                    extra={
-                        "intent_id": row["id"],
-                        "request_id": str(row["request_id"]),
-                        "tx_hash": row["tx_hash"],
-                        "detail": detail,
-                    },
-                )
-            done += 1
-        if released:
-            await tx.fetchrow(SQL.wake_recovery, {})
+                continue
+            released = await _write_verdict(tx, row, verdict, facts) or released
+        done += 1
+    if released:
+        await ctx.db.fetchrow(SQL.wake_recovery, {})
     return done
+
+
+async def _write_verdict(tx: Tx, row: Any, verdict: Verdict, facts: dict[str, Any]) -> bool:
+    """Record one intent's verdict in `tx`, which holds it; True when it was released."""
+    if verdict is Verdict.SENT:
+        await move(tx, row["id"], S.SENT, UNRESOLVED, **facts)
+    elif verdict is Verdict.DELIVERED:
+        if row["state"] != S.SENT:
+            await move(tx, row["id"], S.SENT, UNRESOLVED, **facts)
+        await move(tx, row["id"], S.SUCCESS, DELIVERABLE, **facts)
+    elif verdict is Verdict.REVERTED:
+        await move(tx, row["id"], S.REVERTED, UNRESOLVED, **facts)
+    elif verdict is Verdict.RELEASED:
+        await move(tx, row["id"], S.RELEASED, UNRESOLVED, **facts)
+        return True
+    else:
+        detail = facts.get("state_detail") or "the chain cannot tell"
+        await tx.fetchrow(SQL.strand, {"id": row["id"], "detail": detail})
+        log.warning(
+            "request_attention: ccip send intent stranded",
+            extra={
+                "intent_id": row["id"],
+                "request_id": str(row["request_id"]),
+                "tx_hash": row["tx_hash"],
+                "detail": detail,
+            },
+        )
+    return False
 
 
 async def _hashes(db: Database, row: Any) -> list[str]:
@@ -146,7 +178,7 @@ async def _look_up(
         facts = {"message_id": message_id, "block_number": int(receipt["blockNumber"], 16)}
         lane = lanes.get(row["lane"])
         dest = rpcs.get(lane.dest_chain_id) if lane is not None else None
-        if status == 1 and message_id and dest is not None:
+        if status == 1 and message_id and lane is not None and dest is not None:
             address, topics = execution_topics(lane, message_id)
             start = execution_from_block(lane, facts["block_number"], await dest.block_number())
             logs = await dest.call(

@@ -43,6 +43,10 @@ class ServiceContext:
     #: What the dispatcher last read of the transient waits (qtg.services.known_waits),
     #: so that its passes release due waits only when one may be due.
     dispatch_waits: KnownWaits = field(default_factory=KnownWaits)
+    #: This runtime process's instance id (qtg.services.heartbeats.ProcessId), which
+    #: its write-aheads record as the owner of their attempts (issue 43 item 7);
+    #: None outside a runtime (no owner: recovery waits the SUBMITTING grace).
+    instance_id: str | None = None
     #: Where the settle sweep's last window ended (qtg.services.sweep_cursor).
     settle_cursor: SweepCursor = field(default_factory=SweepCursor)
 

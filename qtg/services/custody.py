@@ -31,6 +31,8 @@ from qtg.domain.context import ExecutionContext
 from qtg.domain.custody import (
     COMPARED_ACTIONS,
     IDENTITY_MISMATCH,
+    SEAL_MISMATCH,
+    SEAL_MISSING,
     TX_MISMATCH,
     approved_transfer,
     identity_mismatch,
@@ -43,7 +45,10 @@ from qtg.services.progress import Snapshot
 
 log = logging.getLogger("qtg.services.custody")
 
-SQL = sql_family("custody", "signing_facts", "raise_refusal")
+SQL = sql_family("custody", "signing_facts", "raise_refusal", "resolve_refusal")
+
+#: The codes a refusal leaves on the waiting node (its error_code until it signs).
+REFUSAL_CODES = frozenset({IDENTITY_MISMATCH, SEAL_MISMATCH, SEAL_MISSING, TX_MISMATCH})
 
 #: First wait of a refused node before the dispatcher looks again (it doubles with
 #: each refusal in a row, up to MG_NODE_TRANSIENT_RETRY_MAX_SECONDS). Short: a look
@@ -85,7 +90,15 @@ async def sign_approved(
         code, why = problem
         await _page(tx, snap, node, signer, code, why)
         raise CustodyRefused(why, code=code, retry_after_seconds=REFUSED_RETRY_SECONDS)
-    return await signer.sign(build_sign_request(context, prepared))
+    signature = await signer.sign(build_sign_request(context, prepared))
+    if node.get("error_code") in REFUSAL_CODES:  # refused before, signed now: unpage
+        key = _dedupe_key(node, node["error_code"])
+        await tx.fetchrow(SQL.resolve_refusal, {"dedupe_key": key})
+    return signature
+
+
+def _dedupe_key(node: dict[str, Any], code: str) -> str:
+    return f"custody:{node['id']}:{code}"
 
 
 def _problem(
@@ -131,7 +144,7 @@ async def _page(
     await tx.fetchrow(
         SQL.raise_refusal,
         {
-            "dedupe_key": f"custody:{node['id']}:{code}",
+            "dedupe_key": _dedupe_key(node, code),
             "subject": f"signature refused ({code}) for movement {request_id}",
             "body": f"node {node['node_key']} (signer {signer.key}): {why}",
             "links": Jsonb(

@@ -68,6 +68,7 @@ from qtg.domain.faults import (
 from qtg.domain.plan import PlanError
 from qtg.domain.refs import ConfigRefResolutionError
 from qtg.domain.states import NodeState, RequestState
+from qtg.providers.answers import contains_nul
 from qtg.providers.base import (
     Executor,
     PreparedAction,
@@ -261,7 +262,8 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
                 )
                 if submission is not None:
                     submissions.append(submission)
-            defer_write_ahead(tx, write_aheads)  # the whole batch's, in one statement
+            # the whole batch's, in one statement
+            defer_write_ahead(tx, write_aheads, owner=ctx.instance_id)
     # the write-ahead commit of the whole batch happened when the block above
     # closed; it also released the rows left out of the batch, still READY
     for row in batch:
@@ -578,9 +580,9 @@ async def _prepare(
 
     # Issue 45: a policy-governed movement is decided again under the accumulation
     # ledger's lock, and charged in this transaction (with its write-ahead).
-    held = await policies.check_at_dispatch(tx, snap.request, node)
-    if held is not None:
-        await defer(ctx, tx, node, held)
+    policy = await policies.check_at_dispatch(tx, snap.request, node)
+    if policy.wait is not None:
+        await defer(ctx, tx, node, policy.wait)
         return None
 
     try:
@@ -590,6 +592,15 @@ async def _prepare(
         if hashlib.sha256(prepared.payload.encode()).hexdigest() != prepared.payload_hash:
             await fail(
                 "PAYLOAD_HASH_MISMATCH", "prepared payload does not hash to its payload_hash"
+            )
+            return None
+        if contains_nul(msgspec.to_builtins(prepared)):
+            # One node's unstorable write-ahead row would fail the batch's one
+            # write-ahead statement for every node of it, pass after pass (issue 44
+            # item 2). Nothing was signed or sent: a safe FAILED for this node alone.
+            await fail(
+                "PREPARED_ACTION_UNSTORABLE",
+                "the prepared action holds a NUL character, which the database cannot store",
             )
             return None
         signature = None
@@ -635,6 +646,7 @@ async def _prepare(
         await fail("PREPARE_ERROR", f"{type(exc).__name__}: {exc}")
         return None
 
+    await policies.charge(tx, policy)  # it goes out: its charge, with its write-ahead
     key = idempotency_key(node["id"], context.attempt_no)
     submission = Submission(
         request_id=snap.request["id"],
@@ -647,7 +659,7 @@ async def _prepare(
         executor=executor,
     )
     if write_aheads is None:
-        defer_write_ahead(tx, [submission])
+        defer_write_ahead(tx, [submission], owner=ctx.instance_id)
     else:
         write_aheads.append(submission)
     return submission
@@ -683,10 +695,12 @@ async def defer(ctx: ServiceContext, tx: Tx, node: dict[str, Any], exc: RetryLat
     )
 
 
-def defer_write_ahead(tx: Tx, subs: list[Submission]) -> None:
+def defer_write_ahead(tx: Tx, subs: list[Submission], *, owner: str | None = None) -> None:
     """Defer the write-ahead UPDATE of `subs` (SUBMITTING with their attempt,
     idempotency key and prepared action), one statement for all: committed
-    with the state changes before it when the transaction closes."""
+    with the state changes before it when the transaction closes. `owner`: this
+    runtime process's instance id, so that recovery takes the nodes at once if
+    the process dies (issue 43 item 7; None: after the SUBMITTING grace)."""
     if not subs:
         return
     tx.defer(
@@ -698,6 +712,7 @@ def defer_write_ahead(tx: Tx, subs: list[Submission]) -> None:
             "prepared_actions": [
                 Jsonb({**msgspec.to_builtins(s.prepared), "signature": s.signature}) for s in subs
             ],
+            "owner": owner,
         },
     )
 

@@ -26,12 +26,16 @@ from eth_hash.auto import keccak
 
 from qtg.db import Jsonb, sql_family
 from qtg.domain.ccip import drift_checks, parse_lanes
+from qtg.domain.cctp import parse_chains
 from qtg.domain.evm import ERC20_DECIMALS_DATA, ERC20_SYMBOL_DATA, parse_drift_contracts
+from qtg.providers.ccip.sidecar import SidecarClient
 from qtg.providers.evm.rpc import RpcError
 from qtg.services import notifications
 from qtg.services.context import ServiceContext
 
-SQL = sql_family("drift", "baseline", "open_finding", "clear_finding", "list_findings")
+SQL = sql_family(
+    "drift", "baseline", "open_finding", "clear_finding", "list_findings", "configured_tokens"
+)
 
 log = logging.getLogger("qtg.services.drift")
 
@@ -43,7 +47,7 @@ def _dedupe_key(args: dict[str, Any]) -> str:
 async def verify_drift(ctx: ServiceContext) -> int:
     """The verify_drift pass: returns how many findings were opened or cleared."""
     rpcs = getattr(ctx.providers, "evm_rpcs", {})
-    contracts = parse_drift_contracts(ctx.settings.verify_drift_contracts)
+    contracts = await watched_contracts(ctx)
     observations: dict[int, list[tuple[str, str, str]]] = {}
 
     async def lane(chain_id: int, rpc: Any) -> None:
@@ -104,6 +108,39 @@ async def verify_drift(ctx: ServiceContext) -> int:
     return changed
 
 
+async def watched_contracts(ctx: ServiceContext) -> list[tuple[int, str, bool]]:
+    """What verify_drift watches (issue 43: on by default for every configured token and
+    bridge contract): MG_VERIFY_DRIFT_CONTRACTS, every ERC-20 a template's evm or ccip
+    node pays with, each CCIP lane's routers (MG_CCIP_LANES) and each CCTP chain's
+    TokenMessenger, MessageTransmitter and USDC (MG_CCTP_CHAINS). (chain_id, address,
+    erc20), one per contract. A token found drifted holds its transfers
+    (EVM_DRIFT_HOLD) until the finding clears."""
+    watched: dict[tuple[int, str], tuple[str, bool]] = {}
+
+    def add(chain_id: int, address: str, erc20: bool) -> None:
+        # one per contract, spelled as first listed (a baseline's subject keeps its spelling)
+        key = (chain_id, address.lower())
+        spelled, was = watched.get(key, (address, False))
+        watched[key] = (spelled, was or erc20)
+
+    for chain_id, address, erc20 in parse_drift_contracts(ctx.settings.verify_drift_contracts):
+        add(chain_id, address, erc20)
+    lanes = parse_lanes(ctx.settings.ccip_lanes)
+    for lane in lanes.values():
+        add(lane.chain_id, lane.router, False)
+        add(lane.dest_chain_id, lane.dest_router, False)
+    for chain in parse_chains(ctx.settings.cctp_chains).values():
+        add(chain.chain_id, chain.token_messenger, False)
+        add(chain.chain_id, chain.message_transmitter, False)
+        add(chain.chain_id, chain.usdc, True)
+    for row in await ctx.db.fetch(SQL.configured_tokens):
+        if row["kind"] == "evm":
+            add(int(row["chain"]), row["address"], True)
+        elif row["chain"] in lanes:
+            add(lanes[row["chain"]].chain_id, row["address"], True)
+    return [(chain_id, spelled, erc20) for (chain_id, _), (spelled, erc20) in watched.items()]
+
+
 async def record_check(
     tx: Any, args: dict[str, Any], expected: str, observed: str, evidence: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -139,13 +176,15 @@ async def ccip_drift(ctx: ServiceContext) -> int:
     lane qtg is configured with; findings in drift_findings (subject `ccip:<lane>`),
     cleared when the lane matches again. A sidecar that does not answer is the
     finding `reachable`. Returns how many findings were opened or cleared."""
-    client = getattr(ctx.providers, "ccip_sidecar", None)
+    client: SidecarClient | None = ctx.providers.ccip_sidecar
     lanes = getattr(ctx.providers, "ccip_lanes", {}) or parse_lanes(ctx.settings.ccip_lanes)
     observations: list[tuple[Any, list[tuple[str, str, str]], dict[str, Any]]] = []
     for lane in lanes.values():
         evidence: dict[str, Any] = {"sidecar": getattr(client, "name", None), "lane": lane.name}
         try:
             with trio.fail_after(ctx.settings.ccip_sidecar_timeout_seconds * 3):
+                if client is None:  # the runtime starts this pass only with a sidecar
+                    raise LookupError("no CCIP sidecar client is registered")
                 seen = await client.lane_registry(lane)
         except Exception as exc:  # a sidecar or chain that does not answer is a finding
             checks = [("reachable", "yes", f"no: {type(exc).__name__}")]

@@ -13,11 +13,13 @@ attestation is made true, or found false, on the chain:
   reconcile step's) sends the cancel, never the payment. A cancel unmined for
   MG_EVM_REPLACE_AFTER_SECONDS is replaced by a further bumped one;
 - once the account's count at the trusted depth has passed the nonce, the transaction
-  that consumed it is read: the receipt of one of the hashes signed for it, at the trusted
-  depth. A cancel → FAILED, proven (the proof names it); the attempt's own payment with
-  status 1 → paid: the node goes back to SUBMITTED for the observer, never FAILED (and a
-  critical page says the operators were overruled); reverted → FAILED, proven by the
-  revert. None of ours found is no proof of anything: the step waits;
+  that consumed it is read from the block that consumed it
+  (qtg.providers.evm.consumed.find_consumer), and its receipt for its status. A cancel
+  → FAILED, proven (the proof names it); the attempt's own payment with status 1 →
+  paid: the node goes back to SUBMITTED for the observer, never FAILED (and a critical
+  page says the operators were overruled); reverted → FAILED, proven by the revert.
+  A consumer qtg never signed, or one that cannot be read, proves nothing: the step
+  waits;
 - a resolution still waiting after MG_NODE_UNKNOWN_ATTENTION_SECONDS pages (critical
   `failure_not_proven`), once per node attempt.
 
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from qtg.db import sql_family
 from qtg.domain.chain_outcome import bumped, fee_over_cap, parse_fee_caps
 from qtg.providers.evm import nonces as evm_nonces
+from qtg.providers.evm.consumed import block_receipt, find_consumer
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
 from qtg.services import node_attention, notifications
 from qtg.services.auditing import record_audit
@@ -152,34 +155,39 @@ async def _cancel_and_look(
     )
     head = await judge.trusted_head(chain_id)
     if await rpc.nonce(address, hex(max(head, 0))) > nonce:
-        for kept in reversed(txs):  # the newest first: one nonce, one mined transaction
-            receipt = await rpc.receipt(kept["tx_hash"])
-            if receipt is None:
-                continue
-            block = int(receipt["blockNumber"], 16)
-            if block > head:
-                return None  # mined above the trusted depth: wait for it
-            status = int(receipt["status"], 16)
-            proof = {
-                "chain_id": chain_id, "address": address, "nonce": nonce,
-                "tx_hash": kept["tx_hash"], "block": block, "status": status,
-            }  # fmt: skip
-            await evm_nonces.mark(
-                ctx.db, chain_id=chain_id, address=address, nonce=nonce, state="consumed",
-                owner=row["request_node_id"].split(":")[0], attempt_no=row["attempt_no"],
+        # consumed at the trusted depth: the transaction that consumed it is read from the
+        # block that did (never inferred from a missing receipt)
+        consumer = await find_consumer(rpc, address, nonce, head)
+        if consumer is None:
+            return None  # unreadable for now: wait (and page past the bound)
+        kept = next((t for t in txs if t["tx_hash"].lower() == consumer.tx_hash), None)
+        if kept is None:
+            log.critical(
+                "nonce %s of %s on chain %s was consumed by %s, which qtg never signed for "
+                "it: the operators' FAILED stays unproven",
+                nonce, address, chain_id, consumer.tx_hash,
             )  # fmt: skip
-            if kept["kind"] == "cancel":
-                return "failed", {**proof, "kind": "cancel_mined"}, None
-            if status != 1:
-                return "failed", {**proof, "kind": "payment_reverted"}, None
-            refs = {
-                "chain_id": chain_id,
-                "tx_hash": kept["tx_hash"],
-                "from": address,
-                "nonce": nonce,
-            }
-            return "paid", {**proof, "kind": "payment_mined"}, refs
-        return None  # consumed, and none of our receipts found: no proof either way
+            return None
+        receipt = await rpc.receipt(kept["tx_hash"]) or await block_receipt(
+            rpc, consumer.block, kept["tx_hash"]
+        )
+        if receipt is None:
+            return None  # its status unreadable for now: wait
+        status = int(receipt["status"], 16)
+        proof = {
+            "chain_id": chain_id, "address": address, "nonce": nonce,
+            "tx_hash": kept["tx_hash"], "block": consumer.block, "status": status,
+        }  # fmt: skip
+        await evm_nonces.mark(
+            ctx.db, chain_id=chain_id, address=address, nonce=nonce, state="consumed",
+            owner=row["request_node_id"].split(":")[0], attempt_no=row["attempt_no"],
+        )  # fmt: skip
+        if kept["kind"] == "cancel":
+            return "failed", {**proof, "kind": "cancel_mined"}, None
+        if status != 1:
+            return "failed", {**proof, "kind": "payment_reverted"}, None
+        refs = {"chain_id": chain_id, "tx_hash": kept["tx_hash"], "from": address, "nonce": nonce}
+        return "paid", {**proof, "kind": "payment_mined"}, refs
     if row["state"] not in ("reserved", "broadcast"):
         return None
     if await rpc.nonce(address, "latest") > nonce:

@@ -190,7 +190,13 @@ async def resolve_notification_by_id(
                 object_id=notification_id,
                 detail={"dedupe_key": row["dedupe_key"], "kind": row["kind"]},
             )
-        return await tx.fetchrow(SQL.get_notification, {"id": notification_id})
+        resolved = await tx.fetchrow(SQL.get_notification, {"id": notification_id})
+        if resolved is None:  # deleted by another transaction since our first read
+            raise NotFound(
+                f"notification {notification_id} not found",
+                detail={"notification_id": notification_id},
+            )
+        return resolved
 
 
 # ------------------------------------------------------------------ the pass

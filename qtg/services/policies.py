@@ -66,6 +66,8 @@ SQL = sql_family(
     "delay_roots",
     "delay_left",
     "version_document",
+    "lock_changes",
+    "active_label",
 )
 
 MAX_PAGE = 200
@@ -154,6 +156,7 @@ async def _proposed(tx: Tx, version: object, verb: str) -> dict[str, Any]:
 async def approve_policy(db: Database, version: object, *, actor: str) -> dict[str, Any]:
     """PROPOSED → ACTIVE, the active one before it SUPERSEDED; not by its proposer."""
     async with db.transaction() as tx:
+        await tx.fetchval(SQL.lock_changes, {})
         row = await _proposed(tx, version, "approve")
         if row["proposed_by"] == actor:
             raise Forbidden(
@@ -243,6 +246,14 @@ def _tags(value: Any) -> list[str]:
     return sorted({_text(t, "tags", 100) for t in value})
 
 
+def _label_taken(label: str, holder: object) -> Conflict:
+    return Conflict(
+        f"an active address-book entry is labelled {label!r}; propose a change of it instead",
+        code="LABEL_TAKEN",
+        detail={"field": "label", "entry_id": str(holder)},
+    )
+
+
 async def propose_entry(
     db: Database,
     *,
@@ -271,6 +282,9 @@ async def propose_entry(
             if old is None or old["state"] != "ACTIVE":
                 raise NotFound(f"no active address-book entry {rid}", detail={"field": "replaces"})
             params["replaces"] = rid
+        holder = await tx.fetchval(SQL.active_label, {"label": params["label"]})
+        if holder is not None and holder != params["replaces"]:
+            raise _label_taken(params["label"], holder)
         row = await tx.fetchrow(SQL.insert_entry, params)
         assert row is not None
         await record_audit(
@@ -295,6 +309,7 @@ async def decide_entry(
     eid = uuid_or_not_found(entry_id, what="address-book entry", key="entry_id")
     verb = "approve" if approve else "reject"
     async with db.transaction() as tx:
+        await tx.fetchval(SQL.lock_changes, {})
         row = await tx.fetchrow(SQL.lock_entry, {"entry_id": eid})
         if row is None:
             raise NotFound(f"address-book entry {eid} not found", detail={"entry_id": str(eid)})
@@ -323,6 +338,9 @@ async def decide_entry(
                 if all(old[k] == row[k] for k in ("chain", "asset", "address")):
                     usable_at = old["usable_at"]
                 await tx.fetch(SQL.retire_entry, {"entry_id": old["id"]})
+            holder = await tx.fetchval(SQL.active_label, {"label": row["label"]})
+            if holder is not None:
+                raise _label_taken(row["label"], holder)
         decided = await tx.fetchrow(
             SQL.decide_entry,
             {
@@ -605,37 +623,55 @@ async def lock_for_dispatch(tx: Tx, requests: Iterable[Mapping[str, Any]]) -> No
         await tx.fetchval(SQL.lock_charges, {})
 
 
+@dataclass(frozen=True, slots=True)
+class DispatchCheck:
+    """The policy's word on one action node about to be prepared: `wait` (do not
+    send; the node waits) or, for a movement not charged yet, the `charge` to
+    write once its write-ahead is built (`charge`)."""
+
+    wait: RetryLater | None = None
+    charge: Mapping[str, Any] | None = None
+
+
+NOT_GOVERNED = DispatchCheck()
+
+
 async def check_at_dispatch(
     tx: Tx, request: Mapping[str, Any], node: Mapping[str, Any]
-) -> RetryLater | None:
+) -> DispatchCheck:
     """Before a policy-governed movement's action node is prepared: the active
     policy decides again, under the ledger's lock (held until this transaction
-    commits its write-ahead). Allowed: its charge is written now, once per
-    movement, and None is returned. Blocked (a limit it would cross, an entry
-    removed): a RetryLater for the caller to wait on — the node stays READY and
-    pages past MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may cancel it.
-    A movement created with no policy active is not governed: None at once."""
+    commits its write-ahead). Blocked (a limit it would cross, an entry
+    removed): `wait` is a RetryLater for the caller to wait on — the node stays
+    READY and pages past MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may
+    cancel it. Allowed: the `charge` the caller writes with `charge` once the
+    node's write-ahead is built — not before, so a node that fails or waits in
+    prepare charges nothing. The nodes of one transaction are prepared one
+    after the other, so each one's sum includes the charges of those before it.
+    A movement created with no policy active, or already charged (an earlier
+    node or attempt), is not decided again."""
     if request.get("policy_version") is None or node["node_kind"] != "action":
-        return None
+        return NOT_GOVERNED
     await tx.fetchval(SQL.lock_charges, {})
     if await tx.fetchrow(SQL.charged, {"request_id": request["id"]}) is not None:
-        return None  # charged by an earlier node or attempt of this movement
+        return NOT_GOVERNED  # charged by an earlier node or attempt of this movement
     active = await active_policy(tx)
     if active is None:
-        return None  # policy withdrawn since: as before issue 45
+        return NOT_GOVERNED  # policy withdrawn since: as before issue 45
     _, f = await _facts_of_request(tx, request["id"])
     decision = await decide(tx, active, f)
     if decision.blocked:
         detail = ", ".join(f"{k}={v}" for k, v in sorted(decision.detail.items()))
-        return RetryLater(
-            f"policy version {active.version} rule {decision.rule!r} blocks dispatch now"
-            + (f" ({detail})" if detail else ""),
-            code="POLICY_LIMIT",
-            retry_after_seconds=LIMIT_RETRY_SECONDS,
+        return DispatchCheck(
+            wait=RetryLater(
+                f"policy version {active.version} rule {decision.rule!r} blocks dispatch now"
+                + (f" ({detail})" if detail else ""),
+                code="POLICY_LIMIT",
+                retry_after_seconds=LIMIT_RETRY_SECONDS,
+            )
         )
-    await tx.execute(
-        SQL.insert_charge,
-        {
+    return DispatchCheck(
+        charge={
             "request_id": request["id"],
             "asset": f.asset,
             "destination": f.destination.lower(),
@@ -643,9 +679,15 @@ async def check_at_dispatch(
             "amount": f.amount,
             "policy_version": active.version,
             "policy_rule": decision.rule,
-        },
+        }
     )
-    return None
+
+
+async def charge(tx: Tx, check: DispatchCheck) -> None:
+    """Write the movement's charge (once per movement), in the transaction of
+    its write-ahead and still under the ledger's lock."""
+    if check.charge is not None:
+        await tx.execute(SQL.insert_charge, check.charge)
 
 
 # ------------------------------------------------------------------ what a person sees

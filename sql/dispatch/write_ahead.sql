@@ -19,7 +19,10 @@ SET node_state = 'SUBMITTING',
     error_detail = NULL,
     dispatch_not_before = NULL,  -- a transient wait (issue 24 item 5) ends here
     transient_since = NULL,
-    transient_tries = 0
+    transient_tries = 0,
+    -- the runtime process that will submit (issue 43 item 7): recovery takes the
+    -- node at once once it stops beating (migrations/0057)
+    submitting_owner = %(owner)s::text
 FROM unnest(%(node_ids)s::uuid[], %(attempt_nos)s::integer[],
             %(idempotency_keys)s::text[], %(prepared_actions)s::jsonb[])
      AS w (node_id, attempt_no, idempotency_key, prepared_action)

@@ -8,14 +8,16 @@ SELECT res.id, res.nonce, res.state, res.tx_hash, res.request_node_id, res.attem
        res.updated_at < now() - make_interval(secs => %(stale_seconds)s) AS stale,
        res.updated_at < %(pass_started)s AS before_pass,
        coalesce(r.network_class, %(network_class)s) = %(network_class)s AS mine,
-       -- its node attempt is FAILED, or resolved FAILED and waiting for the chain: its
-       -- payment bytes are never sent again (issue 43 item 3), only its cancel
-       (n.attempt_no IS NOT DISTINCT FROM res.attempt_no
-        AND (n.node_state = 'FAILED'
-             OR EXISTS (SELECT 1 FROM movement_node_resolutions m
-                        WHERE m.node_id = n.id AND m.attempt_no = res.attempt_no
-                          AND m.status = 'confirmed' AND m.outcome = 'FAILED'
-                          AND m.applied_at IS NULL))) IS TRUE AS cancelling
+       -- its node attempt is FAILED, or resolved FAILED and waiting for the chain, or no
+       -- longer the node's attempt (it was retried): its payment bytes are never sent
+       -- again (issue 43 item 3) — beside a newer attempt they could pay twice — only a
+       -- cancel of its nonce
+       (n.attempt_no IS DISTINCT FROM res.attempt_no
+        OR n.node_state = 'FAILED'
+        OR EXISTS (SELECT 1 FROM movement_node_resolutions m
+                   WHERE m.node_id = n.id AND m.attempt_no = res.attempt_no
+                     AND m.status = 'confirmed' AND m.outcome = 'FAILED'
+                     AND m.applied_at IS NULL)) IS TRUE AND n.id IS NOT NULL AS cancelling
 FROM evm_nonce_reservations res
 LEFT JOIN movement_request_nodes n
        ON n.id = CASE WHEN split_part(res.request_node_id, ':', 1)

@@ -33,7 +33,16 @@ WHERE n.node_state IN ('UNKNOWN', 'SUBMITTING')
                   AND n.error_code IS DISTINCT FROM 'FAILURE_NOT_PROVEN'
                   AND (n.next_recover_at IS NULL OR n.next_recover_at <= now()))
                  OR (n.node_state = 'SUBMITTING'
-                     AND n.updated_at < now() - make_interval(secs => %(grace_seconds)s)))
+                     AND (n.updated_at < now() - make_interval(secs => %(grace_seconds)s)
+                          -- its owner is gone (issue 43 item 7, migrations/0057): at once
+                          OR (n.submitting_owner IS NOT NULL
+                              AND NOT EXISTS (
+                                  SELECT 1 FROM runtime_processes p
+                                  WHERE p.instance_id = n.submitting_owner
+                                    AND p.alive_at >= now() - make_interval(
+                                            secs => %(dead_owner_seconds)s))))
+                     -- not leased to a recover() in flight (sql/recover/take_lease.sql)
+                     AND (n.next_recover_at IS NULL OR n.next_recover_at <= now())))
                 AND CASE WHEN %(lane_pattern)s::text IS NULL
                          THEN NOT (n.action_type LIKE ANY(%(named_patterns)s::text[]))
                          ELSE n.action_type LIKE %(lane_pattern)s::text

@@ -51,9 +51,12 @@ async def test_four_eyes(api: Api) -> None:
     assert r.json()["error"]["code"] == "FOUR_EYES"
     got = (await api["vic"].get(f"/v3/movements/{movement['id']}")).json()
     assert got["request_state"] == "PENDING_APPROVAL" and got["approved_by"] is None
+    assert got["approval_seal"] is None  # nothing approved, nothing sealed
     # an admin is a different principal: allowed
     r = await api["admin"].post(f"/v3/movements/{movement['id']}/approve")
     assert r.status_code == 200 and r.json()["approved_by"] == "admin"
+    # the seal of what was approved (docs/custody.md), shown as the signer will compare it
+    assert len(r.json()["approval_seal"]) == 64
 
     # proposals too
     proposal = (

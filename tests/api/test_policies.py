@@ -244,3 +244,81 @@ async def test_movements_follow_the_rules_book_and_cooling_off(api: Api) -> None
         ("tom", "large"),
         ("tess", "large"),
     ]
+
+
+async def test_an_entry_change_is_four_eyes_and_a_new_address_waits_again(api: Api) -> None:
+    await more_principals(api)
+    entry = await book(api, BOOKED, "ops-wallet")
+    await wait_usable(api, entry["id"])
+
+    async def change(**body: Any) -> dict[str, Any]:
+        r = await api["admin"].post(
+            "/v3/address-book",
+            json={"chain": "*", "asset": "USDC", "replaces": entry["id"], **body},
+        )
+        assert r.status_code == 201, r.text
+        own = await api["admin"].post(f"/v3/address-book/{r.json()['id']}/approve")
+        assert own.status_code == 403 and own.json()["error"]["code"] == "FOUR_EYES"
+        ok = await api["admin2"].post(f"/v3/address-book/{r.json()['id']}/approve")
+        assert ok.status_code == 200, ok.text
+        return dict(ok.json())
+
+    relabelled = await change(address=BOOKED, label="ops-main", tags=["ops", "hot"])
+    # a new label or tag keeps the entry's usable time
+    assert relabelled["cooling_off_left_seconds"] == 0
+    assert relabelled["usable_at"] == entry["usable_at"]
+    entry = relabelled
+    moved = await change(address=NEW, label="ops-main")
+    assert moved["cooling_off_left_seconds"] > 0  # a new address waits again
+    states = {
+        e["id"]: e["state"]
+        for e in (await api["vic"].get("/v3/address-book", params={"state": "REMOVED"})).json()[
+            "items"
+        ]
+    }
+    assert states == {entry["id"]: "REMOVED", relabelled["replaces"]: "REMOVED"}
+    stale = await api["admin"].post(
+        "/v3/address-book",
+        json={"chain": "*", "asset": "USDC", "address": NEW, "label": "x", "replaces": entry["id"]},
+    )
+    assert stale.status_code == 404  # the replaced entry is no longer active
+
+
+async def test_labels_are_unique_among_active_entries(api: Api) -> None:
+    await more_principals(api)
+    await book(api, BOOKED, "ops")
+    taken = await api["admin"].post(
+        "/v3/address-book", json={"chain": "*", "asset": "USDC", "address": NEW, "label": "ops"}
+    )
+    assert taken.status_code == 409 and taken.json()["error"]["code"] == "LABEL_TAKEN"
+    ids = []
+    for address in (NEW, "0x00000000000000000000000000000000000000d0"):
+        r = await api["admin"].post(
+            "/v3/address-book",
+            json={"chain": "*", "asset": "USDC", "address": address, "label": "twin"},
+        )
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    assert (await api["admin2"].post(f"/v3/address-book/{ids[0]}/approve")).status_code == 200
+    second = await api["admin2"].post(f"/v3/address-book/{ids[1]}/approve")
+    assert second.status_code == 409 and second.json()["error"]["code"] == "LABEL_TAKEN"
+
+
+async def test_two_versions_approved_at_once_leave_one_active(api: Api) -> None:
+    await more_principals(api)
+    versions = []
+    for _ in range(2):
+        r = await api["admin"].post("/v3/policies", json={"document": POLICY})
+        versions.append(r.json()["version"])
+    statuses: list[int] = []
+
+    async def approve(version: int) -> None:
+        statuses.append((await api["admin2"].post(f"/v3/policies/{version}/approve")).status_code)
+
+    async with trio.open_nursery() as nursery:
+        for version in versions:
+            nursery.start_soon(approve, version)
+    assert statuses == [200, 200]
+    listed = (await api["vic"].get("/v3/policies")).json()
+    states = sorted(p["state"] for p in listed["items"])
+    assert states == ["ACTIVE", "SUPERSEDED"]

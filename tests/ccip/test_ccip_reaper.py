@@ -224,3 +224,91 @@ async def test_the_reaper_strands_only_its_own_classs_intents(anvil, dsn, db) ->
                 " AND n.node_key = 'send'",
             ) == [(mine,)]
     assert len(query(dsn, EVENTS)) == 2
+
+
+class SlowRpc:
+    """The real client, whose receipt lookups wait until the test lets them go."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.entered = trio.Event()
+        self.release = trio.Event()
+
+    async def receipt(self, tx_hash: str):
+        self.entered.set()
+        await self.release.wait()
+        return await self.real.receipt(tx_hash)
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+async def _reap_with_a_slow_chain(anvil, dsn, db, while_asking) -> tuple[int, str]:
+    """Reap one aged intent while the chain's answer is held back; `while_asking(row,
+    node)` runs meanwhile. Returns the pass's count and the intent's node."""
+    local = set_up(anvil)
+    settings = settings_for(dsn, anvil, local)
+    ctx = ServiceContext(db=db, settings=settings, providers=build_registry(settings, db))
+    [node] = await nodes(db, local, 1)
+    free = anvil.nonce(ADDRESSES[1])
+    row = await intent(db, local, node, tx_hash=never_broadcast(), nonce=free, sender=ADDRESSES[1])
+    slow = SlowRpc(ctx.providers.evm_rpcs[CHAIN_ID])
+    ctx.providers.evm_rpcs[CHAIN_ID] = slow
+    await aged(db)
+    done: list[int] = []
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def reap() -> None:
+                done.append(await reaping.reap_stranded_intents(ctx))
+
+            nursery.start_soon(reap)
+            with trio.fail_after(20):
+                await slow.entered.wait()
+            await while_asking(row, node)
+            slow.release.set()
+    finally:
+        await ctx.providers.aclose()
+    return done[0], node
+
+
+async def test_a_slow_chain_lookup_holds_no_lock(anvil, dsn, db) -> None:
+    """Issue 44 item 3: while the reaper waits for the chain, the intent and its
+    node are free (an operator's resolution takes the node NOWAIT: no NODE_BUSY)."""
+
+    async def lock_both(row, node: str) -> None:
+        async with db.transaction() as tx:
+            with trio.fail_after(5):
+                await tx.fetch(
+                    Query(
+                        "test/ccip_lock_node_nowait",
+                        "SELECT id FROM movement_request_nodes WHERE id = %(id)s"
+                        " FOR NO KEY UPDATE NOWAIT",
+                    ),
+                    {"id": node},
+                )
+                await tx.fetch(
+                    Query(
+                        "test/ccip_lock_intent_nowait",
+                        "SELECT id FROM ccip_send_intents WHERE id = %(id)s FOR UPDATE NOWAIT",
+                    ),
+                    {"id": row["id"]},
+                )
+
+    done, node = await _reap_with_a_slow_chain(anvil, dsn, db, lock_both)
+    assert done == 1  # then the verdict is written as before
+    assert query(dsn, "SELECT state FROM ccip_send_intents") == [("stranded",)]
+    assert query(dsn, EVENTS) == [(node, "ccip send intent stranded")]
+
+
+async def test_a_verdict_on_an_intent_that_moved_meanwhile_is_dropped(anvil, dsn, db) -> None:
+    """Recovery releases the intent while the reaper waits for the chain: the
+    reaper's "stranded" (made on the old state) is dropped, never written over it."""
+
+    async def release(row, node: str) -> None:
+        assert await intents.move(db, row["id"], IntentState.RELEASED, intents.SENDABLE)
+
+    done, _ = await _reap_with_a_slow_chain(anvil, dsn, db, release)
+    assert done == 0
+    assert query(dsn, "SELECT state FROM ccip_send_intents") == [("released",)]
+    assert query(dsn, EVENTS) == []

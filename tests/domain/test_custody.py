@@ -14,6 +14,7 @@ from qtg.domain.custody import (
     approval_seal,
     approved_transfer,
     identity_mismatch,
+    replacement_problem,
     seal_problem,
     transfer_mismatch,
 )
@@ -144,3 +145,29 @@ def test_identity_is_enforced_only_when_enrolled() -> None:
     assert identity_mismatch(DEST, DEST.upper().replace("0X", "0x")) is None
     assert "enrolled identity" in identity_mismatch(DEST, OTHER)  # type: ignore[operator]
     assert identity_mismatch(DEST, None) is not None
+
+
+SIGNED = {
+    "from": "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
+    "to": DEST,
+    "value": 15 * 10**17,
+    "data": "0x",
+    "gas": 21000,
+    "nonce": 7,
+    "chainId": 31337,
+}
+
+
+def test_a_replacement_may_change_only_the_fees() -> None:
+    payload = {
+        **{k: str(v) for k, v in SIGNED.items()},
+        "from": SIGNED["from"].upper().replace("0X", "0x"),
+        "maxFeePerGas": "999",
+        "maxPriorityFeePerGas": "9",
+        "type": 2,
+    }
+    assert replacement_problem(payload, SIGNED) is None
+    for field, value in (("to", OTHER), ("value", "1"), ("data", "0xab"), ("nonce", "8")):
+        why = replacement_problem({**payload, field: value}, SIGNED)
+        assert why is not None and why.startswith(field)
+    assert replacement_problem(payload, {}) is not None  # bytes we cannot read: never

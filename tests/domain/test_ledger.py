@@ -107,3 +107,14 @@ def test_a_node_transfer_call_is_what_the_executor_builds() -> None:
         node_transfer_call({"amount": "1", "destination": "nope"}, {"evm": {"chain_id": 7}}) is None
     )
     assert node_transfer_call({"amount": "1", "destination": DEST}, {}) is None
+
+
+def test_the_node_that_reserved_the_nonce_is_matched_first() -> None:
+    # two identical transfers: the one whose reservation the ledger kept takes its nonce
+    early, late = cand("early"), cand("late", created=T0 - 10)
+    matched, _ = match_payments([tx(9)], [early, late], reserved_by={9: "late"})
+    assert matched == {tx(9).tx_hash: "late"}
+    # but only when the transaction is that node's transfer
+    other = cand("other", value=5)
+    matched, _ = match_payments([tx(9)], [early, other], reserved_by={9: "other"})
+    assert matched == {tx(9).tx_hash: "early"}

@@ -78,12 +78,16 @@ class Flaky:
         self.observe_mode: dict[str, str] = {}
         #: node_key -> "unstorable" | "unknown"
         self.recover_mode: dict[str, str] = {}
+        #: request ids whose prepared payload carries a NUL
+        self.poison: set[str] = set()
 
     async def preflight(self, ctx: ExecutionContext) -> None:
         return None
 
     async def prepare(self, ctx: ExecutionContext) -> PreparedAction:
         payload = json.dumps({"node": ctx.request_node_id})
+        if ctx.request_id in self.poison:
+            payload += "\x00"
         return PreparedAction(
             action_type=ctx.action_type,
             payload_format="json",
@@ -285,3 +289,120 @@ async def test_one_nodes_recovery_failure_does_not_stop_the_pass_nor_its_sweeps(
     assert (await svc.db.fetchrow(Q["request"], {"rid": other}))["request_state"] == (
         "MANUAL_INTERVENTION"
     )
+
+
+class Blocking(Flaky):
+    """recover() of node "slow" blocks until the test lets it go."""
+
+    key = "blocking"
+    action_types = frozenset({"blocking_transfer"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = trio.Event()
+        self.release = trio.Event()
+
+    async def recover(self, ctx: ExecutionContext) -> RecoverResult:
+        if ctx.node_key == "slow":
+            self.entered.set()
+            await self.release.wait()
+            return RecoverResult(outcome=RecoverOutcome.COMPLETED, provider_refs={"late": 1})
+        return await super().recover(ctx)
+
+
+async def test_a_slow_recover_holds_no_lock_the_others_need(svc: ServiceContext) -> None:
+    """While recover() of node slow blocks, its movement's other node is observed
+    and written, and operators can propose a resolution of slow (no NODE_BUSY):
+    recovery holds nothing across the call. The late answer is then written
+    under its lease; after an operator's confirmed resolution it would be
+    discarded (checked on a second round)."""
+    from qtg.services.node_attention import resolve_node
+
+    blocking = Blocking()
+    svc.providers.add_executor(blocking)
+    blocking.recover_mode["slow"] = "unknown"  # its submit raises: UNKNOWN
+    await template(
+        svc, "slow", [node("slow", "blocking_transfer"), node("other", "blocking_transfer")], []
+    )
+    rid = (await movement(svc, "slow"))["id"]
+    await _dispatch_all(svc)
+    assert (await _row(svc, rid, "slow"))["node_state"] == "UNKNOWN"
+    assert (await _row(svc, rid, "other"))["node_state"] == "SUBMITTED"
+    await svc.db.execute(MAKE_RECOVERABLE)
+
+    result: list[int] = []
+
+    async def recovery() -> None:
+        result.append(await recover_unknown_nodes(svc))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(recovery)
+        with trio.fail_after(10):
+            await blocking.entered.wait()
+        # recover() is in flight: the observer's write for the same movement goes through
+        with trio.fail_after(10):
+            assert await observe_active_nodes(svc) == 1
+        assert (await _row(svc, rid, "other"))["node_state"] == "OBSERVING"
+        # and an operator's resolution is not refused NODE_BUSY
+        with trio.fail_after(10):
+            _, confirmed = await resolve_node(
+                svc.db, svc.settings, rid, "slow", actor="carol",
+                outcome="COMPLETED", evidence="venue statement 42",
+            )  # fmt: skip
+        assert confirmed is False  # a proposal: nothing moved
+        blocking.release.set()
+    assert result == [1]  # the late answer was written under its lease
+    row = await _row(svc, rid, "slow")
+    assert row["node_state"] == "COMPLETED"
+    assert row["provider_refs"]["late"] == 1
+
+
+async def test_a_recover_answer_is_discarded_when_its_node_moved_on(svc: ServiceContext) -> None:
+    """Operators settle the node FAILED (four-eyes) while recover() is in flight:
+    the late COMPLETED answer is discarded, never written over theirs."""
+    from qtg.services.node_attention import resolve_node
+
+    blocking = Blocking()
+    svc.providers.add_executor(blocking)
+    blocking.recover_mode["slow"] = "unknown"
+    await template(svc, "moved", [node("slow", "blocking_transfer")], [])
+    rid = (await movement(svc, "moved"))["id"]
+    await _dispatch_all(svc)
+    await svc.db.execute(MAKE_RECOVERABLE)
+    result: list[int] = []
+
+    async def recovery() -> None:
+        result.append(await recover_unknown_nodes(svc))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(recovery)
+        with trio.fail_after(10):
+            await blocking.entered.wait()
+        for actor in ("carol", "dave"):
+            await resolve_node(
+                svc.db, svc.settings, rid, "slow", actor=actor,
+                outcome="FAILED", evidence="the venue refused it",
+            )  # fmt: skip
+        blocking.release.set()
+    assert result == [0]
+    row = await _row(svc, rid, "slow")
+    assert row["node_state"] == "FAILED"
+    assert "late" not in row["provider_refs"]
+
+
+async def test_one_unstorable_prepared_action_does_not_cost_the_batch_its_write_ahead(
+    svc: ServiceContext,
+) -> None:
+    """Three movements claimed in one dispatch batch; one node's prepared action
+    holds a NUL. That node alone fails before submit (nothing signed or sent);
+    the others are written ahead and submitted in the same pass."""
+    flaky = _flaky(svc)
+    await template(svc, "poison", [node("x", ACTION)], [])
+    rids = [(await movement(svc, "poison", key=f"poison-{i}"))["id"] for i in range(3)]
+    flaky.poison.add(str(rids[1]))
+    assert await dispatch_ready_nodes(svc) == 3
+    after = {rid: await _row(svc, rid) for rid in rids}
+    assert after[rids[1]]["node_state"] == "FAILED"
+    assert after[rids[0]]["node_state"] == after[rids[2]]["node_state"] == "SUBMITTED"
+    row = await svc.db.fetchrow(Q["request"], {"rid": rids[1]})
+    assert row["request_state"] == "FAILED"

@@ -13,6 +13,7 @@ from qtg.services import policies
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.errors import Forbidden
+from qtg.services.movements import get_movement
 
 from .helpers import eventually, movement, node, race_passes, template, with_settings
 
@@ -115,3 +116,43 @@ async def test_a_rules_delay_holds_dispatch_until_it_has_run(svc: ServiceContext
     await eventually(sent, deadline=10)
     charged = await svc.db.fetchrow(CHARGED)
     assert charged is not None and (charged["s"], charged["n"]) == (5, 1)
+
+
+async def test_a_movement_held_by_a_limit_pages_and_can_be_cancelled(svc: ServiceContext) -> None:
+    from qtg.services.movements import cancel_movement
+    from qtg.services.node_attention import raise_attention
+
+    svc = with_settings(svc, node_dispatch_batch_size=1, node_transient_attention_seconds=0.3)
+    await template(svc, "t.page", [node("pay", "evm_transfer")], [])
+    await activate(svc, CAP)
+    ids = [(await movement(svc, "t.page", amount="200", key=f"page-{i}"))["id"] for i in range(2)]
+    while await dispatch_ready_nodes(svc):
+        pass
+    held = ids[1]  # FIFO: the first went out, the second would cross 250
+
+    async def paged() -> bool:
+        await raise_attention(svc)
+        return (await get_movement(svc.db, held))["request_state"] == "MANUAL_INTERVENTION"
+
+    await eventually(paged, deadline=10)
+    cancelled = await cancel_movement(svc.db, held, actor="bob", reason="over the cap")
+    assert cancelled["request_state"] == "CANCELLED"
+    assert await svc.db.fetchval(SENT) == 1
+
+
+async def test_a_node_that_fails_in_prepare_charges_nothing(svc: ServiceContext) -> None:
+    """The charge is written with the write-ahead, not at the check: a movement
+    whose prepare fails (FAILED, nothing sent) leaves the window as it was."""
+    svc = with_settings(svc, node_dispatch_batch_size=16)
+    await template(svc, "t.broken", [node("pay", "evm_transfer", sandbox={"fail": "prepare"})], [])
+    await template(svc, "t.fine", [node("pay", "evm_transfer")], [])
+    await activate(svc, CAP)
+    broken = await movement(svc, "t.broken", amount="200", key="broken")
+    fine = await movement(svc, "t.fine", amount="200", key="fine")
+    while await dispatch_ready_nodes(svc):
+        pass
+    assert (await get_movement(svc.db, broken["id"]))["nodes"][0]["node_state"] == "FAILED"
+    assert (await get_movement(svc.db, fine["id"]))["nodes"][0]["node_state"] != "READY"
+    charged = await svc.db.fetchrow(CHARGED)
+    assert charged is not None and (charged["s"], charged["n"]) == (200, 1)
+    assert await svc.db.fetchval(SENT) == 1

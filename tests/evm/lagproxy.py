@@ -165,6 +165,7 @@ class FaultProxy:
         self.sent: dict[str, str] = {}  # tx hash -> raw, every send that reached us
         self.forwarded_at: dict[str, float] = {}  # tx hash -> when it went upstream
         self._outage_until = 0.0
+        self._outage_armed: float | None = None  # an outage that starts at the next call
         self._refuse: list[str] = []
         self._error_sends: list[bool] = []  # forward first?
         self._error_reads: dict[str, int] = {}  # method -> calls left to answer -32603
@@ -210,9 +211,25 @@ class FaultProxy:
         with self._lock:
             self._outage_until = time.monotonic() + seconds
 
+    def outage_from_next_call(self, seconds: float) -> None:
+        """An outage of `seconds` that starts with the next call this proxy gets: it
+        meets traffic whenever it comes (issue 44 item 8: a timed window could
+        fall in a quiet stretch, and the harness's "an outage was met" failed)."""
+        with self._lock:
+            self._outage_armed = seconds
+
     def end_outage(self) -> None:
         with self._lock:
             self._outage_until = 0.0
+            self._outage_armed = None
+
+    def _in_outage(self) -> bool:
+        """Whether this call is refused by an outage (under the lock); an armed
+        outage starts now."""
+        if self._outage_armed is not None:
+            self._outage_until = time.monotonic() + self._outage_armed
+            self._outage_armed = None
+        return time.monotonic() < self._outage_until
 
     def refuse_sends(self, n: int, message: str) -> None:
         with self._lock:
@@ -264,7 +281,7 @@ class FaultProxy:
         upstream as one batch; a transport fault of any element is the whole reply's."""
         with self._lock:
             self.batch_sizes.append(len(bodies))
-            if time.monotonic() < self._outage_until:
+            if self._in_outage():
                 self._note("outage")
                 return 503, None
             refusal = self.refuse_batches
@@ -312,7 +329,7 @@ class FaultProxy:
         method, params = body.get("method"), body.get("params") or []
         f = self.faults
         with self._lock:
-            if time.monotonic() < self._outage_until:
+            if self._in_outage():
                 self._note("outage")
                 return 503, None
             if method in SENDS:

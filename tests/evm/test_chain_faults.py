@@ -210,6 +210,40 @@ async def test_an_unmined_transaction_is_replaced_at_its_nonce_with_a_fee_bump(
     assert anvil.call("eth_getTransactionReceipt", original) is None  # replaced, never mined
 
 
+async def test_a_kept_payload_edited_in_the_database_is_never_signed_again(anvil, dsn, db) -> None:
+    """Issue 45: the fee-bump replacement signs the kept payload again. Someone rewrites
+    that payload's destination in the database while the transaction waits unmined: the
+    replacement is refused (the signed bytes say otherwise), the genuine bytes are sent
+    again, and the payment lands where it was approved to."""
+    registry = build_registry(settings_for(anvil.url, dsn, MG_EVM_REPLACE_AFTER_SECONDS="0.3"), db)
+    executor = registry.executor_for("evm_transfer")
+    dest, attacker, first = fresh_address(), fresh_address(), anvil.nonce(ADDRESSES[0])
+    anvil.call("evm_setAutomine", False)
+    try:
+        ctx = context("tampered-bump", dest)
+        refs = await send(registry, ctx)
+        query(
+            dsn,
+            "UPDATE evm_signed_transactions SET payload = jsonb_set(payload, '{to}', %s)",
+            (json.dumps(attacker),),
+        )
+        with trio.fail_after(10):
+            for _ in range(15):  # well past MG_EVM_REPLACE_AFTER_SECONDS: it would replace
+                seen = await executor.observe(with_refs(ctx, refs))
+                assert seen.status is ObserveStatus.PENDING
+                assert seen.provider_refs["tx_hash"] == refs["tx_hash"]
+                await trio.sleep(0.1)
+        anvil.call("evm_mine")
+        seen, refs = await observe_until_done(executor, ctx, refs)
+        assert seen.status is ObserveStatus.COMPLETED
+    finally:
+        anvil.call("evm_setAutomine", True)
+        await registry.aclose()
+    assert query(dsn, "SELECT kind FROM evm_signed_transactions") == [("payment",)]
+    assert anvil.balance(attacker) == 0
+    assert anvil.balance(dest) == WEI and anvil.nonce(ADDRESSES[0]) == first + 1
+
+
 async def test_a_receipt_that_vanishes_before_depth_goes_back_to_rebroadcast(
     anvil, dsn, db
 ) -> None:

@@ -7,6 +7,7 @@ signer that checks what it signs.
 - a movement whose destination or amount is changed in the database after approval
   (with its plan hash re-forged, so only the seal can tell) is refused by the signer:
   the node waits, a critical page is raised, nothing is signed, the chain is unchanged;
+  past MG_NODE_TRANSIENT_ATTENTION_SECONDS the movement needs a person, who cancels it;
 - a signer whose identity is not the enrolled one waits and pages; enrolling the right
   identity (the operator's way out) lets the same movement complete.
 """
@@ -29,6 +30,7 @@ from qtg.domain.execution import plan_from_rows
 from qtg.domain.plan import compiled_plan_hash
 from qtg.services import progress
 from qtg.services.health import set_expected_signer_identity
+from qtg.services.movements import cancel_movement
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +143,9 @@ def test_a_movement_edited_after_approval_is_refused_and_paged(
     ids = seed(dsn, [(approved_to, "0.5")], key=f"custody.tamper.{edit}")  # approved by bob
     tamper(dsn, ids[0], **({"destination": attacker} if edit == "destination" else {"amount": "9"}))
     sent_before, balance_before = anvil.nonce(ADDRESSES[0]), anvil.balance(ADDRESSES[0])
-    proc = launch_keyless(procs, dsn, anvil, **keystore_env(tmp_path))
+    proc = launch_keyless(
+        procs, dsn, anvil, MG_NODE_TRANSIENT_ATTENTION_SECONDS="12", **keystore_env(tmp_path)
+    )
     proc.wait_ready()
     state, code, waiting = wait_until(lambda: node_wait(dsn, ids), 30, "the signer's refusal")
     assert (state, code, waiting) == ("READY", "CUSTODY_SEAL_MISMATCH", True)
@@ -161,9 +165,27 @@ def test_a_movement_edited_after_approval_is_refused_and_paged(
     assert anvil.nonce(ADDRESSES[0]) == sent_before
     assert anvil.balance(ADDRESSES[0]) == balance_before
     assert anvil.balance(attacker) == 0 and anvil.balance(approved_to) == 0
+    # past the attention bound the movement is in front of a person, who cancels it
+    wait_until(
+        lambda: query(
+            dsn, "SELECT 1 FROM movement_requests WHERE id = %s"
+            " AND request_state = 'MANUAL_INTERVENTION'", (ids[0],),
+        ),
+        30,
+        "the refused movement to need a person",
+    )  # fmt: skip
+
+    async def cancel() -> None:
+        async with Database(dsn, min_size=1, max_size=1) as db:
+            await cancel_movement(db, ids[0], actor="carol", reason="edited after approval")
+
+    trio.run(cancel)
     assert query(dsn, "SELECT request_state FROM movement_requests WHERE id = %s", (ids[0],)) == [
-        ("EXECUTING",)
+        ("CANCELLED",)
     ]
+    assert query(dsn, "SELECT count(*) FROM evm_signed_transactions") == [(0,)]
+    assert anvil.nonce(ADDRESSES[0]) == sent_before
+    assert anvil.balance(attacker) == 0 and anvil.balance(approved_to) == 0
 
 
 def test_a_signer_that_is_not_the_enrolled_identity_waits_and_pages(
@@ -199,3 +221,8 @@ def test_a_signer_that_is_not_the_enrolled_identity_waits_and_pages(
     wait_until(lambda: all_completed(dsn, ids), 30, "the movement to complete once enrolled")
     assert anvil.balance(to) == WEI // 8
     assert anvil.nonce(ADDRESSES[0]) == sent_before + 1
+    # signed at last: the page is resolved (a later refusal pages again)
+    assert query(
+        dsn,
+        "SELECT resolved_at IS NOT NULL FROM notifications WHERE kind = 'custody_refusal'",
+    ) == [(True,)]

@@ -82,3 +82,61 @@ async def test_a_changed_contract_and_a_dead_chain_are_found_then_cleared(
 def test_a_bad_drift_contract_setting_names_the_variable() -> None:
     with pytest.raises(ConfigError, match="MG_VERIFY_DRIFT_CONTRACTS"):
         Settings.from_env({"MG_VERIFY_DRIFT_CONTRACTS": "31337:notanaddress"})
+
+
+async def test_a_template_token_is_watched_by_default_and_holds_its_transfers(
+    anvil, dsn, db
+) -> None:
+    """Issue 43 item 4: drift watching is on by default for every configured token — here
+    one a template pays with, listed nowhere else; its code swapped, transfers wait."""
+    from evm.test_chain_faults import context, fresh_address
+    from qtg.providers.base import RetryLater
+    from qtg.services.templates import create_template
+
+    token = deploy_token(anvil, 10**9)
+    settings = Settings.from_env(
+        {
+            "MG_DATABASE_URL": dsn,
+            "MG_PROVIDERS": "evm",
+            "MG_EVM_RPC_URLS": f"{CHAIN_ID}={anvil.url}",
+            "MG_EVM_SIGNER_PRIVATE_KEY": KEYS[0],
+        }
+    )
+    assert settings.verify_drift_enabled and not settings.verify_drift_contracts
+    evm = {"chain_id": CHAIN_ID, "token": token, "decimals": 0}
+    await create_template(
+        db,
+        actor="alice",
+        template_key="token.pay",
+        name="token",
+        graph={
+            "nodes": [
+                {
+                    "key": "send",
+                    "kind": "action",
+                    "action_type": "evm_transfer",
+                    "config": {"evm": evm},
+                }
+            ],
+            "edges": [],
+        },
+    )
+    registry = build_registry(settings, db)
+    ctx = ServiceContext(db=db, settings=settings, providers=registry)
+    try:
+        await verify_drift(ctx)  # first sight: the token's baselines
+        baselines = query(
+            dsn,
+            "SELECT check_name FROM drift_baselines WHERE lower(subject) = %s",
+            (token.lower(),),
+        )
+        assert {b for (b,) in baselines} == {"code_hash", "decimals", "symbol"}
+        anvil.call("anvil_setCode", token, "0x600160005260206000f3")
+        await verify_drift(ctx)
+        assert (CHAIN_ID, token.lower(), "code_hash") in [r[:3] for r in query(dsn, OPEN)]
+        executor = registry.executor_for("evm_transfer")
+        with pytest.raises(RetryLater) as held:
+            await executor.preflight(context("drifted", fresh_address(), "5", token=token))
+        assert held.value.code == "EVM_DRIFT_HOLD"
+    finally:
+        await registry.aclose()

@@ -26,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from runtime.rt_procs import all_completed, query, wait_until
 
 from evm.anvil import ADDRESSES, wait_receipt
-from evm.test_transient_and_lanes import fresh_address, launch, seed
+from evm.test_transient_and_lanes import fresh_address, launch_runtime, seed
 from qtg.db import Database
 from qtg.services import evm_signer_holds
 
@@ -59,6 +59,34 @@ def drop(dsn: str) -> None:
 def stop(proc) -> None:
     proc.send(signal.SIGTERM)
     proc.wait_exit(30)
+
+
+#: quick passes; the RPC's own timeouts (not the fault tests' 1 s): reading blocks under a
+#: loaded machine's anvil must not time out into a retry of the whole reading
+QUICK = {
+    "MG_NODE_DISPATCH_INTERVAL_SECONDS": "0.2",
+    "MG_NODE_TRANSIENT_RETRY_MAX_SECONDS": "1",
+    "MG_NODE_RECOVERY_SUBMITTING_GRACE_SECONDS": "0.5",
+    "MG_NODE_RECOVERY_INTERVAL_SECONDS": "0.2",
+}
+
+
+def launch(procs: list, dsn: str, url: str):
+    return launch_runtime(procs, dsn, url, **QUICK)
+
+
+def wait_completed(dsn: str, ids: list[str], timeout: float, what: str) -> None:
+    """wait_until all_completed; a timeout names the nodes' states and errors."""
+    try:
+        wait_until(lambda: all_completed(dsn, ids), timeout, what)
+    except AssertionError as exc:
+        nodes = query(
+            dsn,
+            "SELECT node_state, error_code, error_detail FROM movement_request_nodes"
+            " WHERE request_id = ANY(%s::uuid[])",
+            (ids,),
+        )
+        raise AssertionError(f"{exc}: {nodes}") from None
 
 
 def clear(dsn: str, hold_id: int, actor: str) -> bool:
@@ -104,7 +132,7 @@ def test_a_restore_to_before_payments_adopts_them_and_pays_nobody_twice(anvil, d
         assert query(restored, "SELECT count(*) FROM evm_nonce_reservations")[0][0] == 1
         third = launch(procs, restored, anvil.url)
         third.wait_ready()
-        wait_until(lambda: all_completed(restored, lost_ids), 60, "the adopted nodes to complete")
+        wait_completed(restored, lost_ids, 120, "the adopted nodes to complete")
         # nothing was signed again: the chain holds the same transactions
         assert anvil.nonce(ADDRESSES[0]) == paid_count
         for destination, amount in [(early, "1"), *lost]:
@@ -189,3 +217,89 @@ def test_a_transaction_of_the_key_that_is_no_payment_holds_the_signer(anvil, dsn
     wait_until(lambda: all_completed(dsn, held_ids), 60, "the held payment after the clear")
     assert anvil.balance(waiting) == WEI
     assert anvil.nonce(ADDRESSES[0]) == count + 1
+
+
+def test_each_transaction_is_read_from_the_block_that_consumed_its_nonce(anvil) -> None:
+    """read_transactions finds every nonce's transaction in its own block (galloping back
+    from the head, then bisecting), whatever blocks lie between; a nonce the chain does not
+    show mined is unread, never guessed."""
+    from qtg.providers.evm.ledger import read_transactions
+    from qtg.providers.evm.rpc import EvmRpc
+
+    first = anvil.nonce(ADDRESSES[0])
+    sent = {}
+    for i in range(5):
+        for _ in range(i * 3):  # empty blocks between, more each time
+            anvil.call("evm_mine")
+        tx_hash = anvil.call(
+            "eth_sendTransaction", {"from": ADDRESSES[0], "to": fresh_address(), "value": "0x1"}
+        )
+        sent[first + i] = wait_receipt(anvil, tx_hash)
+
+    async def run():
+        rpc = EvmRpc(31337, [anvil.url], timeout=5.0, concurrency=2, read_retries=1)
+        try:
+            return await read_transactions(rpc, ADDRESSES[0], range(first, first + 7))
+        finally:
+            await rpc.aclose()
+
+    found, unread = trio.run(run)
+    assert unread == [first + 5, first + 6]  # not used on chain: nothing to read
+    assert [(t.nonce, t.tx_hash, t.block) for t in found] == [
+        (n, r["transactionHash"], int(r["blockNumber"], 16)) for n, r in sorted(sent.items())
+    ]
+    assert all(t.value == 1 and t.data == "0x" for t in found)
+
+
+def test_a_nonce_reserved_without_bytes_below_the_chains_count_is_unknown(dsn) -> None:
+    """The ledger's check against real PostgreSQL: bytes are kept before anything leaves,
+    so a reserved nonce the chain has used without any kept bytes (an asynchronous
+    failover lost them) is as unknown as one above the ledger's highest; a nonce still in
+    flight above the chain's count is not; an adopted one is known."""
+    from qtg.providers.evm import ledger
+
+    signer = "0x" + "ab" * 20
+    for nonce in range(5):
+        lost = nonce == 2
+        tx_hash = None if lost else f"0x{nonce + 1:064x}"
+        query(
+            dsn,
+            "INSERT INTO evm_nonce_reservations (chain_id, address, nonce, state,"
+            " request_node_id, attempt_no, tx_hash) VALUES (1, %s, %s, %s, %s, 1, %s)",
+            (signer, nonce, "reserved" if lost else "consumed", f"node-{nonce}", tx_hash),
+        )
+        if not lost:
+            query(
+                dsn,
+                "INSERT INTO evm_signed_transactions (chain_id, address, nonce, kind,"
+                " request_node_id, attempt_no, tx_hash, raw, payload, max_fee_per_gas,"
+                " max_priority_fee_per_gas) VALUES (1, %s, %s, 'payment', %s, 1, %s,"
+                " '0x01', '{}', 1, 1)",
+                (signer, nonce, f"node-{nonce}", tx_hash),
+            )
+    query(  # in flight: reserved, not signed yet, above the chain's count
+        dsn,
+        "INSERT INTO evm_nonce_reservations (chain_id, address, nonce, request_node_id,"
+        " attempt_no) VALUES (1, %s, 5, 'node-5', 1)",
+        (signer,),
+    )
+
+    async def behind(*counts: int):
+        async with Database(dsn, min_size=1, max_size=1) as db, db.transaction() as tx:
+            return await ledger.behind(tx, chain_id=1, address=signer, counts=counts)
+
+    lost = trio.run(behind, 5, 5)
+    assert lost is not None and lost.known_next == 5 and lost.unsigned_below == [2]
+    assert not lost.first_use
+    # the chain ahead of the highest too: both kinds of unknown nonces
+    ahead = trio.run(behind, 7, 6)
+    assert ahead is not None and ahead.unsigned_below == [2] and ahead.counts == (7, 6)
+    # nonce 2 adopted from the chain: in step (5 is in flight above the count: normal)
+    query(
+        dsn,
+        "INSERT INTO evm_ledger_adoptions (chain_id, address, nonce, tx_hash, block_number,"
+        " disposition, request_node_id) VALUES (1, %s, 2, %s, 9, 'adopted', 'node-2')",
+        (signer, "0x" + "ee" * 32),
+    )
+    assert trio.run(behind, 5, 5) is None
+    assert trio.run(behind, 6, 5) is not None  # 5 used on chain with no bytes: unknown

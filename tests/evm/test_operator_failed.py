@@ -29,6 +29,7 @@ from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.errors import Conflict
 from qtg.services.node_attention import resolve_node
 from qtg.services.observe import observe_active_nodes
+from qtg.services.recover import next_recovery_due, recover_unknown_nodes
 from qtg.services.templates import create_template
 
 WEI = 10**18
@@ -104,6 +105,9 @@ async def test_failed_only_once_the_chain_shows_the_cancel_consumed_the_nonce(
         result, applied = await _resolve_failed(ctx, m)
         assert not applied and result["resolution"]["applied_at"] is None
         assert _node(dsn, m) == ("UNKNOWN", "FAILURE_NOT_PROVEN")
+        # recovery neither claims it nor counts it due (it would wake for nothing, forever)
+        assert await recover_unknown_nodes(ctx) == 0
+        assert await next_recovery_due(ctx) is None
         with pytest.raises(Conflict) as refused:  # not FAILED yet: nothing to retry
             await movements.retry_node(db, m["id"], "send", actor="bob")
         assert refused.value.status == 409
@@ -268,6 +272,34 @@ async def test_a_cancel_that_cannot_go_out_pages_after_the_bound(
             "SELECT severity, occurrences > 1, resolved_at IS NULL FROM notifications"
             " WHERE kind = 'failure_not_proven'",
         ) == [("critical", True, True)]
+    finally:
+        await ctx.providers.aclose()
+    assert anvil.balance(destination) == 0
+
+
+async def test_an_old_attempts_live_bytes_are_never_resent_beside_a_new_attempt(
+    anvil, dsn, db, automine_back
+) -> None:
+    """A node retried before this rule (attempt 2) while attempt 1's payment was still
+    live: the reconcile step does not send attempt 1's bytes again (a23afdb did: a second
+    payment beside the new attempt's); it cancels that nonce."""
+    ctx, m, destination = await _in_mempool(anvil, dsn, db)
+    settings = ctx.settings.replace(evm_nonce_reservation_stale_seconds=0.001)
+    ctx = ServiceContext(db=db, settings=settings, providers=ctx.providers)
+    try:
+        query(dsn, "UPDATE movement_request_nodes SET node_state = 'FAILED' WHERE request_id = %s",
+              (m["id"],))  # fmt: skip
+        query(dsn, "UPDATE movement_request_nodes SET node_state = 'READY', attempt_no = 2"
+                   " WHERE request_id = %s", (m["id"],))  # fmt: skip
+        [(payment,)] = query(dsn, "SELECT tx_hash FROM evm_signed_transactions")
+        anvil.call("anvil_dropTransaction", payment)
+        query(dsn, "SELECT pg_sleep(0.01)")
+        await evm_nonces.reap_stale_nonces(ctx)
+        assert anvil.call("eth_getTransactionByHash", payment) is None
+        assert query(dsn, "SELECT count(*) FROM evm_signed_transactions WHERE kind = 'cancel'") == [
+            (1,)
+        ]
+        anvil.call("evm_mine")
     finally:
         await ctx.providers.aclose()
     assert anvil.balance(destination) == 0

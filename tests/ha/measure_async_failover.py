@@ -7,8 +7,10 @@ WAL held, so it has no stable outcome to assert. Run it by naming the file:
 
     .venv/bin/pytest -s tests/ha/measure_async_failover.py
 
-It prints one `HA failover figures:` line. MG_REQUIRE_SYNCHRONOUS_REPLICATION=true is
-what prevents this (test_failover.py holds that in CI).
+It prints one `HA failover figures:` line. MG_REQUIRE_SYNCHRONOUS_REPLICATION (auto by
+default) holds submits in this configuration; with it off, the ledger's check before it
+signs (issue 43 item 2) adopts the lost payments from the chain instead of paying them
+again (test_failover.py asserts that in CI).
 """
 
 from __future__ import annotations

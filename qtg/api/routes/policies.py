@@ -148,7 +148,7 @@ ENDPOINTS = [
         role=Role.admin,
         status=201,
         body_model=s.EntryCreate,
-        errors=(404, 422),
+        errors=(404, 409, 422),
     ),
     Endpoint(
         "GET",

@@ -454,6 +454,14 @@ class EvmExecutor:
         SUBMITTED commit never happened the node has no refs: the attempt's reservation
         and its signed bytes (kept before any broadcast) are the evidence."""
         refs = dict(ctx.node_provider_refs)
+        if not refs.get("adopted"):
+            adopted = await evm_ledger.adoption(self._db, ctx.request_node_id)
+            if adopted is not None:
+                # its payment is a chain transaction the ledger adopted (issue 43 item 2):
+                # observed from it, never attempted again
+                return RecoverResult(
+                    outcome=RecoverOutcome.SUBMITTED, provider_refs=adopted_refs(adopted)
+                )
         if "tx_hash" not in refs:
             row = await evm_nonces.for_attempt(
                 self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
@@ -541,6 +549,17 @@ def adopted_action(ctx: ExecutionContext, adopted: evm_ledger.Adopted) -> Prepar
         payload_hash=hashlib.sha256(payload.encode()).hexdigest(),
         needs_signature=False,
     )
+
+
+def adopted_refs(adopted: evm_ledger.Adopted) -> dict[str, Any]:
+    """A node's refs when its payment is an adopted chain transaction."""
+    return {
+        "chain_id": adopted.chain_id,
+        "tx_hash": adopted.tx_hash,
+        "from": adopted.address,
+        "nonce": adopted.nonce,
+        "adopted": True,
+    }
 
 
 def _not_sent(detail: str) -> RecoverResult:

@@ -2,8 +2,11 @@
 
 Every nonce reservation that would sign a new nonce first compares the chain's
 transaction count for the signer (pending and latest) with what the ledger knows it
-signed (`qtg.providers.evm.nonces.reserve_run` asks, under the account lock, and
-raises `LedgerBehindChain` when the chain is ahead). The chain ahead means the
+signed: the nonces it kept signed bytes for (written before anything leaves) or
+adopted. A nonce the chain used above those, or one the ledger reserved but kept no
+bytes for (an asynchronous failover keeps a reservation and loses the bytes signed
+right after it), is unknown (`behind`, which `qtg.providers.evm.nonces.reserve_run`
+asks under the account lock, raising `LedgerBehindChain`). The chain ahead means the
 ledger lost history (an asynchronous failover, a restore from a backup) or a second
 system uses the key; signing on would pay again for payments the chain holds.
 `reconcile` then:
@@ -28,11 +31,18 @@ system uses the key; signing on would pay again for payments the chain holds.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from qtg.db import Database, Jsonb, sql_family
-from qtg.domain.ledger import Candidate, ChainTx, match_payments, node_transfer_call
+from qtg.domain.ledger import (
+    Candidate,
+    ChainTx,
+    chain_ahead,
+    match_payments,
+    node_transfer_call,
+)
 from qtg.providers.evm import holds as signer_holds
 from qtg.providers.evm.rpc import EvmRpc
 
@@ -47,15 +57,16 @@ SQL = sql_family(
     "record_adoption",
     "ledger_release_hold",
     "ledger_notice",
+    "reserved_by",
 )
 
 #: The hold's reason and the code a node waits with while the ledger is reconciled.
 REASON = "LEDGER_BEHIND_CHAIN"
 RECONCILING_CODE = "EVM_LEDGER_RECONCILING"
 #: On the first use of a key with history, at most this many of its newest nonces are
-#: read (older ones cannot be payments of movements this database holds... usually:
-#: the docs say so).
-FIRST_USE_SCAN = 64
+#: read (a restore to before the first payment loses the newest ones; reading a long
+#: history once would cost thousands of reads: the docs say so).
+FIRST_USE_SCAN = 32
 ACTOR = "evm_ledger_reconcile"
 
 
@@ -63,17 +74,27 @@ class LedgerBehindChain(Exception):
     """The chain has used nonces of the signer the ledger has no record of."""
 
     def __init__(
-        self, *, chain_id: int, address: str, known_next: int, counts: tuple[int, ...], known: bool
+        self,
+        *,
+        chain_id: int,
+        address: str,
+        known_next: int,
+        counts: tuple[int, ...],
+        known: bool,
+        unsigned_below: Sequence[int] = (),
     ) -> None:
         super().__init__(
             f"chain {chain_id}: {address} has used nonces up to {max(counts) - 1}; "
             f"the ledger knows it signed below {known_next} only"
+            + (f", and not {list(unsigned_below)[:5]}" if unsigned_below else "")
         )
         self.chain_id = chain_id
         self.address = address
         self.known_next = known_next
         self.counts = counts
         self.first_use = not known
+        #: nonces below known_next the ledger reserved but kept no bytes for
+        self.unsigned_below = list(unsigned_below)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +131,26 @@ class Outcome:
         return not self.held and not self.unread
 
 
-async def known(tx: Any, *, chain_id: int, address: str) -> tuple[int, bool]:
-    """(the next nonce the ledger has no record of, whether it knows the account)."""
-    row = await tx.fetchrow(SQL.ledger_known, {"chain_id": chain_id, "address": address})
-    return int(row["known_next"]), bool(row["known"])
+async def behind(
+    tx: Any, *, chain_id: int, address: str, counts: tuple[int, ...]
+) -> LedgerBehindChain | None:
+    """Inside the reservation's locked transaction: the chain's counts (read before the
+    lock) against what the ledger knows it signed; None when in step. A transaction in
+    those counts was recorded (write-ahead) before it left, so it is seen here."""
+    row = await tx.fetchrow(
+        SQL.ledger_known, {"chain_id": chain_id, "address": address, "top": max(counts)}
+    )
+    known_next, unsigned = int(row["known_next"]), list(row["unsigned_below"] or [])
+    if not chain_ahead(known_next, *counts) and not unsigned:
+        return None
+    return LedgerBehindChain(
+        chain_id=chain_id,
+        address=address,
+        known_next=known_next,
+        counts=counts,
+        known=bool(row["known"]),
+        unsigned_below=unsigned,
+    )
 
 
 async def adoption_in(tx: Any, request_node_id: str) -> Adopted | None:
@@ -145,7 +182,17 @@ async def _count_at(rpc: EvmRpc, address: str, block: int) -> int:
 
 async def first_block_past(rpc: EvmRpc, address: str, nonce: int, lo: int, hi: int) -> int:
     """The first block in [lo, hi] at whose end the account's count is above `nonce`
-    (the block holding its transaction `nonce`); the count at `hi` must be above it."""
+    (the block holding its transaction `nonce`); the count at `hi` must be above it.
+    Galloping back from `hi` first: the transactions a ledger lost are recent, and are
+    found in about 2 log2(distance) reads instead of log2(height)."""
+    step = 1
+    while hi - step >= lo:
+        probe = hi - step
+        if await _count_at(rpc, address, probe) > nonce:
+            hi, step = probe, step * 2
+        else:
+            lo = probe + 1
+            break
     while lo < hi:
         mid = (lo + hi) // 2
         if await _count_at(rpc, address, mid) > nonce:
@@ -168,7 +215,7 @@ def _chain_tx(raw: dict[str, Any], block: dict[str, Any]) -> ChainTx:
 
 
 async def read_transactions(
-    rpc: EvmRpc, address: str, nonces: range
+    rpc: EvmRpc, address: str, nonces: Sequence[int]
 ) -> tuple[list[ChainTx], list[int]]:
     """The signer's transactions at `nonces`, each read from its block; and the nonces
     that could not be read (not mined yet: only a pending count says they are used)."""
@@ -178,7 +225,7 @@ async def read_transactions(
     found: dict[int, ChainTx] = {}
     unread: list[int] = []
     lo = 0
-    for nonce in nonces:
+    for nonce in sorted(nonces):
         if nonce in found:
             continue
         if nonce >= mined:
@@ -195,7 +242,7 @@ async def read_transactions(
                 found[int(raw["nonce"], 16)] = _chain_tx(raw, block)
         if nonce not in found:
             unread.append(nonce)
-    return [found[n] for n in nonces if n in found], unread
+    return [found[n] for n in sorted(nonces) if n in found], unread
 
 
 # ------------------------------------------------------------------ reconciling
@@ -207,10 +254,11 @@ async def reconcile(db: Database, rpc: EvmRpc, behind: LedgerBehindChain) -> Out
     chain_id, address = behind.chain_id, behind.address.lower()
     top = max(behind.counts)
     start = max(behind.known_next, top - FIRST_USE_SCAN) if behind.first_use else behind.known_next
+    nonces = sorted(set(behind.unsigned_below) | set(range(start, top)))
     evidence = {
         "known_next": behind.known_next,
         "chain_counts": list(behind.counts),
-        "unknown_nonces": [start, top - 1],
+        "unknown_nonces": nonces[:50],
     }
     if not behind.first_use:
         hold = await signer_holds.place(
@@ -221,8 +269,8 @@ async def reconcile(db: Database, rpc: EvmRpc, behind: LedgerBehindChain) -> Out
             evidence=evidence,
             actor=ACTOR,
             body=(
-                f"The chain shows nonces {behind.known_next}..{top - 1} of {address} used that "
-                "the ledger has no record of: it lost history (asynchronous failover, restore "
+                f"The chain shows {len(nonces)} nonce(s) of {address} used that the ledger "
+                "kept no signed bytes for: it lost history (asynchronous failover, restore "
                 "from a backup) or a second system uses the key. Nothing new is signed for "
                 "this signer; qtg reads those transactions and adopts the ones that are "
                 "payments of its nodes. Transactions that match no node keep this hold until "
@@ -233,7 +281,7 @@ async def reconcile(db: Database, rpc: EvmRpc, behind: LedgerBehindChain) -> Out
             "ledger behind the chain: signer held",
             extra={"chain_id": chain_id, "address": address, "hold_id": hold.get("id"), **evidence},
         )
-    txs, unread = await read_transactions(rpc, address, range(start, top))
+    txs, unread = await read_transactions(rpc, address, nonces)
     if behind.first_use and unread:
         # the first use of a key whose newest transactions are not mined yet: nothing is
         # kept (kept rows would make the account known), the next reservation looks again
@@ -252,7 +300,13 @@ async def reconcile(db: Database, rpc: EvmRpc, behind: LedgerBehindChain) -> Out
                         created_at=float(row["created_at"]),
                     )
                 )
-        matched, unmatched = match_payments(txs, candidates)
+        owners = await tx.fetch(
+            SQL.reserved_by,
+            {"chain_id": chain_id, "address": address, "nonces": [t.nonce for t in txs]},
+        )
+        matched, unmatched = match_payments(
+            txs, candidates, reserved_by={r["nonce"]: r["request_node_id"] for r in owners}
+        )
         adopted: dict[str, str] = {}
         for found in txs:
             node = matched.get(found.tx_hash)

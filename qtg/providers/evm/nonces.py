@@ -19,7 +19,6 @@ from typing import Any
 
 from qtg.db import Database, Jsonb, sql_family
 from qtg.domain.context import ExecutionContext
-from qtg.domain.ledger import chain_ahead
 from qtg.providers.evm import holds as signer_holds
 from qtg.providers.evm import ledger
 
@@ -111,17 +110,9 @@ async def reserve_run(
             if adopted is not None:
                 raise ledger.PaidOnChain(adopted, key)
         if chain_counts is not None:
-            # the counts were read before the lock and the ledger after it: a transaction
-            # in those counts was recorded (write-ahead) before it left, so it is seen here
-            known_next, known = await ledger.known(tx, chain_id=chain_id, address=address)
-            if chain_ahead(known_next, *chain_counts):
-                raise ledger.LedgerBehindChain(
-                    chain_id=chain_id,
-                    address=address,
-                    known_next=known_next,
-                    counts=chain_counts,
-                    known=known,
-                )
+            lost = await ledger.behind(tx, chain_id=chain_id, address=address, counts=chain_counts)
+            if lost is not None:
+                raise lost
         # a held signer signs nothing new (issue 43): its nodes wait, never FAILED
         await signer_holds.check_in(tx, chain_id=chain_id, address=address)
         held = [

@@ -51,6 +51,7 @@ from qtg.domain.chain_outcome import (
     trusted_head,
 )
 from qtg.domain.context import SigningIntent, SignRequest
+from qtg.domain.custody import replacement_problem
 from qtg.providers.base import (
     ObserveResult,
     ObserveStatus,
@@ -327,6 +328,17 @@ class ChainJudge:
         broadcast again instead, and the reaper's attention threshold pages a person."""
         newest = txs[-1]
         payload = dict(newest["payload"])
+        # The signer checks what it signs (issue 45): a replacement changes only the fees
+        # of bytes we signed. A payload column that no longer says what those bytes say
+        # (edited in the database) is never signed again: the kept bytes go out instead.
+        why = replacement_problem(payload, signed_fields(newest["raw"]))
+        if why is not None:
+            log.error(
+                "custody: replacement refused, the kept payload is not the signed transaction",
+                extra={"chain_id": chain_id, "nonce": payload.get("nonce"), "why": why},
+            )
+            await self.rebroadcast(chain_id, txs)
+            return None
         market_fee, market_tip = await fee_per_gas(self._rpcs[chain_id])
         max_fee = bumped(int(payload["maxFeePerGas"]), market_fee)
         tip = bumped(int(payload["maxPriorityFeePerGas"]), market_tip)
@@ -406,6 +418,29 @@ async def fee_per_gas(rpc: EvmRpc) -> tuple[int, int]:
     base_fee = int(history["baseFeePerGas"][-1], 16)
     tip = int(await rpc.call("eth_maxPriorityFeePerGas"), 16)
     return 2 * base_fee + tip, tip
+
+
+def signed_fields(raw: str) -> dict[str, Any]:
+    """The fields of a kept signed transaction (`0x…` hex), read from its bytes, with
+    `from` recovered from its signature: what a replacement may be compared with."""
+    from eth_account import Account
+    from eth_account.typed_transactions import TypedTransaction
+    from hexbytes import HexBytes
+
+    try:
+        fields = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
+        sender = Account.recover_transaction(raw)
+    except Exception:  # not a typed transaction we could have signed: compare to nothing
+        return {}
+    return {
+        "from": sender,
+        "to": "0x" + bytes(fields["to"]).hex(),
+        "value": fields["value"],
+        "data": "0x" + bytes(fields["data"]).hex(),
+        "gas": fields["gas"],
+        "nonce": fields["nonce"],
+        "chainId": fields["chainId"],
+    }
 
 
 def raw_tx_hash(raw: str) -> str:

@@ -1,0 +1,11 @@
+-- Issue 44 item 3: node_recovery holds no lock across recover().
+--
+-- It claims a node (and its request) SKIP LOCKED, stamps it with the claim's
+-- token in recover_lease and moves next_recover_at past the call (so no other
+-- recovery pass takes it meanwhile, UNKNOWN or SUBMITTING), and commits; it
+-- asks the provider with no transaction open; then it locks the request and
+-- the node again and writes only if recover_lease still holds its token (same
+-- attempt, same state). A recovery that lost its lease, or whose node someone
+-- else moved on (an operator's resolution, an observer), discards its answer.
+-- Nullable, no default: adding it rewrites no row.
+ALTER TABLE movement_request_nodes ADD COLUMN recover_lease uuid;

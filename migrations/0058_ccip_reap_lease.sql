@@ -1,0 +1,13 @@
+-- Issue 44 item 3: ccip_stranded_reaper holds no lock across its chain lookups.
+--
+-- It used to claim up to 100 intents (and their nodes) FOR UPDATE and keep them
+-- locked through its sequential RPC lookups: an operator's resolution of one of
+-- those nodes got NODE_BUSY meanwhile, and a slow RPC held them all. Now the
+-- claim stamps each intent with the pass's token (reap_lease; the UPDATE also
+-- moves updated_at, so the intent is not claimable again for
+-- MG_CCIP_SEND_INTENT_STRANDED_SECONDS) and commits; the chain is asked with
+-- no transaction open; each verdict is then written in a short transaction
+-- that locks the intent and its node again (SKIP LOCKED) and only while the
+-- lease still holds the token and the intent is still in the state the
+-- verdict was made for. Nullable, no default: adding it rewrites no row.
+ALTER TABLE ccip_send_intents ADD COLUMN reap_lease uuid;

@@ -1,0 +1,6 @@
+-- ccip_stranded_reaper's lease (migrations/0058), in the claim's transaction (which
+-- holds these rows: no wait). The guard trigger moves updated_at: the intents are
+-- not claimable again until the threshold has passed anew.
+UPDATE ccip_send_intents
+SET reap_lease = %(lease)s
+WHERE id = ANY(%(ids)s::bigint[])
