@@ -97,7 +97,11 @@ class Candidate:
     created_at: float  # seconds since the epoch
 
 
-def _same(tx: ChainTx, call: TransferCall) -> bool:
+def pays(tx: ChainTx, call: TransferCall) -> bool:
+    """The matching rule: `tx` is exactly the transfer `call` (destination, asset, amount,
+    calldata). Also asked by the outcome judge before it calls a nonce's consumer foreign:
+    a node's own payment whose signed bytes the ledger lost is its payment, not a foreign
+    use of the key (qtg.providers.evm.outcome)."""
     return (
         (tx.to or "").lower() == call.to
         and tx.value == call.value
@@ -130,7 +134,7 @@ def match_payments(
                 continue
             if cand.created_at - skew_seconds > tx.block_time:
                 continue
-            if _same(tx, cand.call):
+            if pays(tx, cand.call):
                 taken.add(cand.request_node_id)
                 matched[tx.tx_hash] = cand.request_node_id
                 break

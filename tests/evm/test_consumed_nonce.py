@@ -170,6 +170,87 @@ async def test_qtgs_own_gap_fill_as_consumer_is_proof_of_not_landed(
     assert anvil.balance(destination) == 0
 
 
+async def test_the_nodes_own_payment_whose_bytes_were_lost_is_observed_not_foreign(
+    anvil, dsn, db: Database
+) -> None:
+    """The ledger engineer's clash: a node keeps bytes A at nonce N; the bytes that were
+    mined at N (B: its fee-bumped payment, signed before an asynchronous failover lost
+    them) are unknown to the ledger. B is exactly the node's transfer (destination,
+    asset, amount, calldata), so the judge asks the ledger's matching rule and observes
+    it as the node's payment: COMPLETED from B, no hold on the signer, nothing paid
+    again. Before, B was FOREIGN and held the signer on every chain (adoption does not
+    clear that hold: two operators had to)."""
+    registry = build_registry(settings_for(anvil.url, dsn), db)
+    destination = fresh_address()
+    executor = registry.executor_for("evm_transfer")
+    anvil.call("evm_setAutomine", False)
+    try:
+        ctx = context("lostbytes", destination, "0.75")
+        refs = await send(registry, ctx)
+        anvil.call("anvil_dropTransaction", refs["tx_hash"])
+        lost = anvil.call(  # the same payment, other bytes (a higher fee): the lost bump
+            "eth_sendTransaction",
+            {
+                "from": ADDRESSES[0],
+                "to": destination,
+                "value": hex(75 * WEI // 100),
+                "nonce": hex(refs["nonce"]),
+                "gas": hex(21000),
+                "maxFeePerGas": hex(200 * 10**9),
+                "maxPriorityFeePerGas": hex(3 * 10**9),
+            },
+        )
+        anvil.call("evm_mine")
+    finally:
+        anvil.call("evm_setAutomine", True)
+    try:
+        assert lost.lower() != refs["tx_hash"].lower()
+        seen = await executor.observe(with_refs(ctx, refs))
+        assert seen.status is ObserveStatus.COMPLETED, seen
+        assert seen.artifacts["tx_hash"] == lost.lower()
+        assert seen.provider_refs["tx_hash"] == lost.lower()
+    finally:
+        await registry.aclose()
+    assert query(dsn, "SELECT count(*) FROM evm_signer_holds") == [(0,)]
+    assert anvil.balance(destination) == 75 * WEI // 100  # paid once
+
+
+async def test_a_consumer_paying_another_amount_is_still_foreign(anvil, dsn, db: Database) -> None:
+    """The matching rule is exact: the same destination with another amount is not the
+    node's payment; the signer is held as before."""
+    registry = build_registry(settings_for(anvil.url, dsn), db)
+    destination = fresh_address()
+    executor = registry.executor_for("evm_transfer")
+    anvil.call("evm_setAutomine", False)
+    try:
+        ctx = context("otheramount", destination, "0.75")
+        refs = await send(registry, ctx)
+        anvil.call("anvil_dropTransaction", refs["tx_hash"])
+        other = anvil.call(
+            "eth_sendTransaction",
+            {
+                "from": ADDRESSES[0],
+                "to": destination,
+                "value": hex(WEI // 2),
+                "nonce": hex(refs["nonce"]),
+                "gas": hex(21000),
+            },
+        )
+        anvil.call("evm_mine")
+    finally:
+        anvil.call("evm_setAutomine", True)
+    try:
+        seen = await executor.observe(with_refs(ctx, refs))
+        assert seen.status is ObserveStatus.UNKNOWN, seen
+        assert seen.error_code == "EVM_FOREIGN_NONCE_CONSUMER"
+        assert other in (seen.error_detail or "")
+    finally:
+        await registry.aclose()
+    assert query(dsn, "SELECT reason FROM evm_signer_holds WHERE cleared_at IS NULL") == [
+        ("FOREIGN_NONCE_CONSUMER",)
+    ]
+
+
 def test_an_rpc_answering_null_to_everything_fails_over_to_the_healthy_one(
     anvil, dsn, procs
 ) -> None:

@@ -357,6 +357,11 @@ class EvmExecutor:
         return check
 
     async def _look(self, ctx: ExecutionContext, refs: dict[str, Any]) -> Look:
+        try:
+            _, t = self._transfer(ctx)
+            intended = transfer_call(t["to"], t["token"], t["value"])
+        except PreflightError:
+            intended = None  # a node that cannot be built: its consumer cannot be its payment
         return await self._judge.look(
             int(refs["chain_id"]),
             refs["from"],
@@ -365,6 +370,8 @@ class EvmExecutor:
             attempt_no=ctx.attempt_no,
             known_hashes=(refs.get("tx_hash"),),
             effect=self._effect(ctx),
+            # a consumer that is exactly this transfer is this node's payment (issue 43)
+            intended=intended,
         )
 
     async def observe(self, ctx: ExecutionContext) -> ObserveResult:

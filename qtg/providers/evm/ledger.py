@@ -14,10 +14,11 @@ system uses the key; signing on would pay again for payments the chain holds.
 1. holds the signer (`qtg.providers.evm.holds`, reason LEDGER_BEHIND_CHAIN: every
    lane of it waits, a critical page) — not on the first use of a key (the ledger
    knew nothing of the account: its history is older than qtg's);
-2. reads each unknown transaction from the block that consumed its nonce (bisect
-   eth_getTransactionCount by block number, then eth_getBlockByNumber with full
-   transactions) — a nonce only pending, or a block that cannot be read, is no
-   evidence of anything: the hold stays and the next reservation looks again;
+2. reads each unknown transaction from the block that consumed its nonce
+   (qtg.providers.evm.consumed: the same bisection of eth_getTransactionCount by block
+   number and block reader as the outcome judge's) — a nonce only pending, or a block
+   that cannot be read, is no evidence of anything: the hold stays and the next
+   reservation looks again;
 3. matches each to the node it paid (qtg.domain.ledger.match_payments) and keeps
    them all in evm_ledger_adoptions: an adopted node is observed from its chain
    transaction and never signed again (`adoption_for`, asked first by every
@@ -44,6 +45,7 @@ from qtg.domain.ledger import (
     node_transfer_call,
 )
 from qtg.providers.base import RetryLater
+from qtg.providers.evm import consumed
 from qtg.providers.evm import holds as signer_holds
 from qtg.providers.evm.rpc import EvmRpc
 
@@ -212,44 +214,6 @@ async def reserve_in_step(
 # ------------------------------------------------------------------ reading the chain
 
 
-async def _count_at(rpc: EvmRpc, address: str, block: int) -> int:
-    return await rpc.nonce(address, hex(block))
-
-
-async def first_block_past(rpc: EvmRpc, address: str, nonce: int, lo: int, hi: int) -> int:
-    """The first block in [lo, hi] at whose end the account's count is above `nonce`
-    (the block holding its transaction `nonce`); the count at `hi` must be above it.
-    Galloping back from `hi` first: the transactions a ledger lost are recent, and are
-    found in about 2 log2(distance) reads instead of log2(height)."""
-    step = 1
-    while hi - step >= lo:
-        probe = hi - step
-        if await _count_at(rpc, address, probe) > nonce:
-            hi, step = probe, step * 2
-        else:
-            lo = probe + 1
-            break
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if await _count_at(rpc, address, mid) > nonce:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _chain_tx(raw: dict[str, Any], block: dict[str, Any]) -> ChainTx:
-    return ChainTx(
-        tx_hash=str(raw["hash"]).lower(),
-        nonce=int(raw["nonce"], 16),
-        to=(raw.get("to") or None),
-        value=int(raw.get("value") or "0x0", 16),
-        data=str(raw.get("input") or raw.get("data") or "0x"),
-        block=int(block["number"], 16),
-        block_time=int(block["timestamp"], 16),
-    )
-
-
 async def read_transactions(
     rpc: EvmRpc, address: str, nonces: Sequence[int]
 ) -> tuple[list[ChainTx], list[int]]:
@@ -257,7 +221,7 @@ async def read_transactions(
     that could not be read (not mined yet: only a pending count says they are used)."""
     address = address.lower()
     head = await rpc.block_number()
-    mined = await _count_at(rpc, address, head)
+    mined = await rpc.nonce(address, hex(head))
     found: dict[int, ChainTx] = {}
     unread: list[int] = []
     lo = 0
@@ -267,15 +231,13 @@ async def read_transactions(
         if nonce >= mined:
             unread.append(nonce)
             continue
-        number = await first_block_past(rpc, address, nonce, lo, head)
+        number = await consumed.first_block_past(rpc, address, nonce, lo, head)
         lo = number
-        block = await rpc.call("eth_getBlockByNumber", hex(number), True)
-        if not block:
+        try:
+            found.update(await consumed.signer_transactions(rpc, address, number))
+        except consumed.Unreadable:
             unread.append(nonce)
             continue
-        for raw in block.get("transactions") or []:
-            if isinstance(raw, dict) and str(raw.get("from", "")).lower() == address:
-                found[int(raw["nonce"], 16)] = _chain_tx(raw, block)
         if nonce not in found:
             unread.append(nonce)
     return [found[n] for n in sorted(nonces) if n in found], unread

@@ -52,6 +52,7 @@ from qtg.domain.chain_outcome import (
 )
 from qtg.domain.context import SigningIntent, SignRequest
 from qtg.domain.custody import replacement_problem
+from qtg.domain.ledger import TransferCall, pays
 from qtg.providers.base import (
     ObserveResult,
     ObserveStatus,
@@ -132,10 +133,14 @@ class ChainJudge:
         attempt_no: int | None,
         known_hashes: tuple[str, ...] = (),
         effect: Callable[[dict[str, Any]], bool | Awaitable[bool]] | None = None,
+        intended: TransferCall | None = None,
     ) -> Look:
         """The verdict on `nonce` for one node attempt. `known_hashes`: hashes the node's
         refs name (rows signed before issue 24 kept no bytes); `effect(receipt)` checks a
-        mined transaction did what it was for (an ERC-20 Transfer log)."""
+        mined transaction did what it was for (an ERC-20 Transfer log); `intended`: the
+        node's transfer (to, value, calldata), so that a consumer qtg has no bytes of that
+        is exactly this node's payment (its bytes lost in a failover) is its payment, not
+        a foreign consumer (qtg.domain.ledger.pays, the ledger's matching rule)."""
         rpc = self._rpcs[chain_id]
         txs = await evm_nonces.signed_for(
             self._db,
@@ -185,6 +190,21 @@ class ChainJudge:
             # No receipt of ours, the nonce used at depth: a missing receipt is no
             # evidence (issue 43). The block that consumed the nonce says who did.
             consumer = await self._consumer(rpc, address, nonce, head)
+            if (
+                consumer is not None
+                and consumer.tx_hash not in hashes
+                and intended is not None
+                and consumer.tx is not None
+                and pays(consumer.tx, intended)
+            ):
+                # this node's own payment whose signed bytes the ledger lost (an
+                # asynchronous failover kept earlier bytes of the node, not these): it
+                # is observed as the node's, never called foreign (no hold to clear)
+                log.warning(
+                    "the nonce's consumer is this node's payment the ledger kept no bytes of",
+                    extra={"chain_id": chain_id, "nonce": nonce, "tx_hash": consumer.tx_hash},
+                )
+                hashes.append(consumer.tx_hash)
             if consumer is not None and consumer.tx_hash in hashes:
                 found = await consumed.block_receipt(rpc, consumer.block, consumer.tx_hash)
                 if found is not None:
