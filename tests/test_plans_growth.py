@@ -46,9 +46,6 @@ UTILITY = {"embedded/create_database", "migrate/ensure_table"}
 #: Statements that read a grown table whole by design: no index serves them
 #: with any statistics (issue 44 lists them; they are not cached-plan hazards).
 WHOLE_TABLE: dict[str, str] = {
-    # the metrics scrape counts the callback outbox's dead-lettered rows,
-    # which no index covers (only the pending ones have one)
-    "metrics/backlog": "movement_callback_outbox",
     # `qtg prune --dry-run` counts what retention would delete: every row it counts
     "retention/count_callbacks": "movement_callback_outbox",
     "retention/count_notification_messages": "notification_messages",
