@@ -130,12 +130,13 @@ class ChainJudge:
         *,
         request_node_id: str | None,
         attempt_no: int | None,
-        known_hashes: tuple[str, ...] = (),
+        known_hashes: tuple[str | None, ...] = (),
         effect: Callable[[dict[str, Any]], bool | Awaitable[bool]] | None = None,
     ) -> Look:
         """The verdict on `nonce` for one node attempt. `known_hashes`: hashes the node's
-        refs name (rows signed before issue 24 kept no bytes); `effect(receipt)` checks a
-        mined transaction did what it was for (an ERC-20 Transfer log)."""
+        refs name, None where they name none (rows signed before issue 24 kept no bytes);
+        `effect(receipt)` checks a mined transaction did what it was for (an ERC-20
+        Transfer log)."""
         rpc = self._rpcs[chain_id]
         txs = await evm_nonces.signed_for(
             self._db,
