@@ -742,7 +742,9 @@ class CcipExecutor:
         # in flight (or mined above the trusted depth): observe decides from here
         return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
 
-    async def _release_unsigned(self, ctx: ExecutionContext, rows: list[dict | None]) -> None:
+    async def _release_unsigned(
+        self, ctx: ExecutionContext, rows: list[dict[str, Any] | None]
+    ) -> None:
         """Release this attempt's reservations that have no signed bytes kept: provably
         never broadcast (bytes are kept first). One with bytes is left to the chain."""
         for key in self._approval_keys(ctx):
@@ -763,7 +765,9 @@ class CcipExecutor:
                 **evm_nonces.owner_of(ctx),
             )
 
-    async def _approval_rows(self, ctx: ExecutionContext, tokens: set[str | None]) -> list[dict]:
+    async def _approval_rows(
+        self, ctx: ExecutionContext, tokens: set[str | None]
+    ) -> list[dict[str, Any]]:
         """The allowance-raise reservations of this attempt (see `_raises_and_send_nonces`)."""
         rows = []
         for token in tokens:
@@ -791,7 +795,9 @@ class CcipExecutor:
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
 
 
-def _refs(lane: Lane, chain_id: int, tx_hash: str, sender: str, nonce: int, intent_id: int) -> dict:
+def _refs(
+    lane: Lane, chain_id: int, tx_hash: str, sender: str, nonce: int, intent_id: int
+) -> dict[str, Any]:
     return {
         "chain_id": chain_id,
         "tx_hash": tx_hash,
