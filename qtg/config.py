@@ -277,6 +277,11 @@ class Settings:
     evm_nonce_reaper_interval_seconds: float = interval(
         "MG_EVM_NONCE_REAPER_INTERVAL_SECONDS", 60.0
     )
+    # evm_nonce_reaper's reorg watch: this often, between its full passes,
+    # the same worker asks the chain whether a payment consumed in the last hour left the
+    # canonical chain (one query and one count per such account), and runs the FAILED
+    # resolutions' cancel step; a reorg pages and is re-sent within about this long.
+    evm_reorg_watch_seconds: float = interval("MG_EVM_REORG_WATCH_SECONDS", 2.0)
     # Run ccip_stranded_reaper (core, fail-fast).
     ccip_stranded_reaper_enabled: bool = setting("MG_CCIP_STRANDED_REAPER_ENABLED", True)
     # ccip_stranded_reaper's interval.

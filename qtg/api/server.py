@@ -74,6 +74,10 @@ def hypercorn_config(settings: Settings) -> Config:
     # client message larger than this closes the connection (1009) before
     # anything buffers it, let alone parses it.
     config.websocket_max_message_size = WEBSOCKET_MAX_MESSAGE_BYTES
+    # Hypercorn listens again on the launcher's socket with this backlog (its default,
+    # 100): a burst of 1,000 connections overflowed it and clients were reset without a
+    # reply (issue 44). The kernel caps it at net.core.somaxconn.
+    config.backlog = socket.SOMAXCONN
     return config
 
 

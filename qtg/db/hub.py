@@ -40,6 +40,7 @@ CHANNELS: tuple[str, ...] = (
     "qtg_expire",
     "qtg_events",
     "qtg_notification",
+    "qtg_evm_reaper",
 )
 
 SQL = sql_family("db", "ping")

@@ -147,9 +147,12 @@ WORKERS: tuple[WorkerSpec, ...] = (
     WorkerSpec("audit_outbox_promoter", "sidecar", "qtg.services.audit.promote_audit_outbox",
                "audit_outbox_promoter_interval_seconds", "qtg_audit", coalesce_seconds=0.05),
     # ---- conditional: the two reapers join the core fail-fast group when enabled
-    WorkerSpec("evm_nonce_reaper", "core", "qtg.services.evm_nonces.reap_stale_nonces",
-               "evm_nonce_reaper_interval_seconds",
-               rule=flag("evm_nonce_reaper_enabled"), requires=("evm_rpc",)),
+    # Woken by an operator's FAILED resolution (qtg_evm_reaper); between its full passes
+    # its reorg watch runs every MG_EVM_REORG_WATCH_SECONDS (next_due).
+    WorkerSpec("evm_nonce_reaper", "core", "qtg.services.evm_nonces.nonce_reaper_pass",
+               "evm_nonce_reaper_interval_seconds", "qtg_evm_reaper",
+               rule=flag("evm_nonce_reaper_enabled"), requires=("evm_rpc",),
+               next_due="qtg.services.evm_nonces.next_reaper_due"),
     # ccip_stranded_reaper has no EVM precondition (reference §11): an intent whose
     # chain this process cannot ask is stranded and paged, never left alone.
     WorkerSpec("ccip_stranded_reaper", "core", "qtg.services.ccip.reap_stranded_intents",

@@ -12,6 +12,7 @@ import trio
 from qtg.config import Settings
 from qtg.db import Database
 from qtg.services.known_waits import KnownWaits
+from qtg.services.reaper_cadence import ReaperCadence
 from qtg.services.right_of_way import RightOfWay
 from qtg.services.sweep_cursor import SweepCursor
 
@@ -49,6 +50,9 @@ class ServiceContext:
     instance_id: str | None = None
     #: Where the settle sweep's last window ended (qtg.services.sweep_cursor).
     settle_cursor: SweepCursor = field(default_factory=SweepCursor)
+    #: When evm_nonce_reaper's last full pass ran, so that its short reorg-watch passes
+    #: between them stay short (qtg.services.reaper_cadence).
+    reaper_cadence: ReaperCadence = field(default_factory=ReaperCadence)
 
     def provider_limit(self, key: str, limit: int) -> trio.CapacityLimiter:
         """The limiter of provider `key`, made with `limit` on first use."""

@@ -17,6 +17,7 @@ answer skips that account until the next pass.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from qtg.db import Jsonb, Tx, sql_family
@@ -57,9 +58,76 @@ SQL = sql_family(
     "release_unsigned",
     "reorged_owner",
     "record_event",
+    "recently_consumed",
 )
 
+#: The reorg watch looks at payments consumed this recently; a deeper reorg is the full
+#: pass's (sql/evm_nonces/accounts.sql looks back a day).
+REORG_WATCH_WINDOW_SECONDS = 3600.0
+
 log = logging.getLogger("qtg.services.evm_nonces")
+
+
+async def nonce_reaper_pass(ctx: ServiceContext) -> int:
+    """The evm_nonce_reaper worker's pass: the full pass (`reap_stale_nonces`) once per
+    MG_EVM_NONCE_REAPER_INTERVAL_SECONDS; between them (every MG_EVM_REORG_WATCH_SECONDS,
+    `next_reaper_due`, or at once when an operator's FAILED resolution wakes it on
+    qtg_evm_reaper) only the cancel step and the reorg watch, so a COMPLETED payment that
+    left the canonical chain pages and is re-sent within seconds (issue 43 item 5)."""
+    cadence = ctx.reaper_cadence
+    if cadence.full_due(ctx.settings.evm_nonce_reaper_interval_seconds):
+        cadence.ran_full()
+        return await reap_stale_nonces(ctx)
+    return await evm_cancels.settle_cancels(ctx) + await watch_reorgs(ctx)
+
+
+async def next_reaper_due(ctx: ServiceContext) -> datetime | None:
+    """The next reorg watch, or the next full pass if that comes first."""
+    wait = min(
+        ctx.settings.evm_reorg_watch_seconds,
+        ctx.reaper_cadence.seconds_to_full(ctx.settings.evm_nonce_reaper_interval_seconds),
+    )
+    return datetime.now(UTC) + timedelta(seconds=wait)
+
+
+async def watch_reorgs(ctx: ServiceContext) -> int:
+    """Cheap when nothing changed: one query for the accounts with a payment consumed in
+    the last REORG_WATCH_WINDOW_SECONDS, one count per such account. An account whose
+    count is at or below its highest consumed nonce lost a payment to a reorg: it is
+    reconciled now (`reconcile_account`: reopened, paged, its kept bytes re-sent)."""
+    judge: ChainJudge | None = getattr(ctx.providers, "evm_judge", None)
+    rpcs: dict[int, EvmRpc] = getattr(ctx.providers, "evm_rpcs", {})
+    if judge is None:
+        return 0
+    async with ctx.db.transaction() as tx:
+        started = await tx.fetchval(SQL.db_now, {})
+        accounts = await tx.fetch(
+            SQL.recently_consumed, {"window_seconds": REORG_WATCH_WINDOW_SECONDS}
+        )
+    changed = 0
+    for account in accounts:
+        rpc = rpcs.get(account["chain_id"])
+        if rpc is None:
+            continue
+        try:
+            if await rpc.nonce(account["address"], "latest") > account["top"]:
+                continue  # every payment of the window is still below the count
+            changed += await reconcile_account(
+                ctx,
+                judge,
+                rpc,
+                account["chain_id"],
+                account["address"],
+                pass_started=started,
+            )
+        except (RpcError, RpcUnavailable) as exc:
+            # no answer is no verdict: the next watch (or full pass) asks again
+            log.warning(
+                "reorg watch skipped: chain %s did not answer: %s",
+                account["chain_id"],
+                type(exc).__name__,
+            )
+    return changed
 
 
 async def reap_stale_nonces(ctx: ServiceContext) -> int:

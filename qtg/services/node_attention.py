@@ -60,6 +60,7 @@ SQL = sql_family(
     "supersede_resolution",
     "live_signed",
     "await_failure_proof",
+    "wake_reaper",
     "lock_awaiting_proof",
     "apply_resolution",
     "hand_back_paid",
@@ -390,6 +391,8 @@ async def resolve_node(
                     + ", ".join(f"nonce {n['nonce']} on chain {n['chain_id']}" for n in nonces),
                 },
             )
+            # the reaper's cancel step, now (on this commit), not at its next interval
+            await tx.fetchrow(SQL.wake_reaper, {})
             await record_audit(
                 tx, actor=actor, action="movement.node_resolution_awaits_chain",
                 object_type="movement", object_id=rid,

@@ -13,7 +13,9 @@ an unknown node are schema-valid *and* rightly 422; the document says so in
 the fields' descriptions, which no generator reads.
 
 Bounded and deterministic: a fixed seed, deterministic generation, no example
-database, at most N examples per operation; it runs in about 25 s here (asserted under 60 s).
+database, at most N examples per operation; it runs in about 25 s on a quiet machine. Its
+run time is not asserted (speed is measured in bench/, never in a test): a hang
+is bounded by HANG_SECONDS and fails with schemathesis's own output.
 
 The targeted tests below pin each mismatch the issue names, so a regression
 fails with a clear message even if the generator's luck changes.
@@ -25,7 +27,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pydantic
@@ -45,7 +46,7 @@ CHECKS = (
 )
 MAX_EXAMPLES = 10
 SEED = 26
-BUDGET_SECONDS = 60
+HANG_SECONDS = 600
 
 
 def schemathesis_bin() -> str:
@@ -83,24 +84,21 @@ async def test_schemathesis_finds_no_mismatch_between_the_document_and_the_serve
         "--output-truncate",
         "false",
     ]
-    started = time.monotonic()
     done = await trio.to_thread.run_sync(
         lambda: subprocess.run(
             cmd,
             cwd=tmp_path,  # its report folder, if any, lands here
             capture_output=True,
             text=True,
-            timeout=BUDGET_SECONDS * 2,
+            timeout=HANG_SECONDS,
             check=False,
         )
     )
-    elapsed = time.monotonic() - started
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     generated = re.search(r"(\d+) generated", out)
     assert generated and int(generated.group(1)) >= 500, out  # it really exercised the API
     assert re.search(r"Tested: +(\d+)", out), out
-    assert elapsed < BUDGET_SECONDS, f"schemathesis took {elapsed:.0f} s"
 
 
 # ------------------------------------------------------------ each mismatch pinned

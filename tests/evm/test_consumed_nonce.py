@@ -229,3 +229,30 @@ def test_a_genuine_token_payment_completes_on_its_log_and_balances(anvil, dsn, p
     states = wait_until(lambda: settled(dsn, ids), 60, "the movement to settle")
     assert set(states.values()) == {"COMPLETED"}
     assert token_balance(anvil, token, destination) == 50
+
+
+@pytest.mark.parametrize("wording", ["known transaction: 0x1234", "AlreadyKnown"])
+def test_a_known_transaction_refusal_never_releases_the_nonce(
+    anvil, dsn, procs, wording: str
+) -> None:
+    """Issue 43 item 6: the "known transaction" wording (Besu, Erigon; Nethermind's
+    "AlreadyKnown") released a nonce whose bytes may be in a mempool and failed the
+    movement EVM_REJECTED. It is in flight: the chain decides, and it is paid once."""
+    from evm.lagproxy import FaultProxy
+
+    proxy = FaultProxy(anvil.url, seed=5)
+    proxy.refuse_sends(1, wording)
+    sent_before = anvil.nonce(ADDRESSES[0])
+    payments = [(fresh_address(), "0.5")]
+    try:
+        launch(procs, dsn, proxy.url).wait_ready()
+        ids = seed(dsn, payments, key="known")
+        states = wait_until(lambda: settled(dsn, ids), 90, "the movement to settle")
+    finally:
+        proxy.close()
+    assert proxy.count("refused") == 1
+    assert set(states.values()) == {"COMPLETED"}, states
+    paid_once(anvil, payments, sent_before)
+    assert query(dsn, "SELECT count(*) FROM evm_nonce_reservations WHERE state = 'released'") == [
+        (0,)
+    ]

@@ -68,6 +68,7 @@ from qtg.providers.base import (
     SubmitResult,
 )
 from qtg.providers.ccip import intents
+from qtg.providers.evm import ledger as evm_ledger
 from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
@@ -225,14 +226,23 @@ class CcipExecutor:
             call = await allowance_raise_call(rpc, token, owner, lane.router, amount)
             if call is not None:
                 calls[token] = call
-        *raise_nonces, send_nonce = await evm_nonces.reserve_run(
-            self._db,
-            chain_id=lane.chain_id,
-            address=owner,
-            request_node_ids=[*(self._approve_key(ctx, t) for t in calls), ctx.request_node_id],
-            attempt_no=ctx.attempt_no,
-            chain_floor=await rpc.nonce(owner, "pending"),
-        )
+
+        async def reserve(floor: int, counts: tuple[int, int]) -> list[int]:
+            return await evm_nonces.reserve_run(
+                self._db,
+                chain_id=lane.chain_id,
+                address=owner,
+                request_node_ids=[
+                    *(self._approve_key(ctx, t) for t in calls),
+                    ctx.request_node_id,
+                ],
+                attempt_no=ctx.attempt_no,
+                chain_floor=floor,
+                chain_counts=counts,
+            )
+
+        # the ledger checks itself against the chain first (issue 43 item 2)
+        *raise_nonces, send_nonce = await evm_ledger.reserve_in_step(self._db, rpc, owner, reserve)
         out = []
         for (token, call), nonce in zip(calls.items(), raise_nonces, strict=True):
             raise_tx = await self._tx(

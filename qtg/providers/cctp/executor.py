@@ -64,6 +64,7 @@ from qtg.providers.base import (
     SubmitRejected,
     SubmitResult,
 )
+from qtg.providers.evm import ledger as evm_ledger
 from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
@@ -199,14 +200,20 @@ class CctpExecutor:
 
     async def _reserve(self, rpc: EvmRpc, chain_id: int, node_key: str, attempt: int) -> int:
         owner = self._signer.address
-        return await evm_nonces.reserve(
-            self._db,
-            chain_id=chain_id,
-            address=owner,
-            request_node_id=node_key,
-            attempt_no=attempt,
-            chain_floor=await rpc.nonce(owner, "pending"),
-        )
+
+        async def reserve(floor: int, counts: tuple[int, int]) -> int:
+            return await evm_nonces.reserve(
+                self._db,
+                chain_id=chain_id,
+                address=owner,
+                request_node_id=node_key,
+                attempt_no=attempt,
+                chain_floor=floor,
+                chain_counts=counts,
+            )
+
+        # the ledger checks itself against the chain first (issue 43 item 2)
+        return await evm_ledger.reserve_in_step(self._db, rpc, owner, reserve)
 
     def _prepared(self, ctx: ExecutionContext, tx: dict[str, Any]) -> PreparedAction:
         payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
@@ -274,14 +281,20 @@ class CctpExecutor:
             if raise_call is None
             else [_approve_key(ctx), ctx.request_node_id]
         )
-        *raise_nonces, nonce = await evm_nonces.reserve_run(
-            self._db,
-            chain_id=source.chain_id,
-            address=owner,
-            request_node_ids=keys,
-            attempt_no=ctx.attempt_no,
-            chain_floor=await rpc.nonce(owner, "pending"),
-        )
+
+        async def reserve(floor: int, counts: tuple[int, int]) -> list[int]:
+            return await evm_nonces.reserve_run(
+                self._db,
+                chain_id=source.chain_id,
+                address=owner,
+                request_node_ids=keys,
+                attempt_no=ctx.attempt_no,
+                chain_floor=floor,
+                chain_counts=counts,
+            )
+
+        # the ledger checks itself against the chain first (issue 43 item 2)
+        *raise_nonces, nonce = await evm_ledger.reserve_in_step(self._db, rpc, owner, reserve)
         approvals = []
         if raise_call is not None:
             raise_tx = await self._tx(

@@ -231,35 +231,19 @@ class EvmExecutor:
         a chain ahead of what the ledger knows it signed is reconciled first (the signer
         held, the unknown transactions read and adopted: qtg.providers.evm.ledger); while
         it cannot be, nothing is signed and the node waits (RetryLater)."""
-        sender = self._signer.address
-        for _ in range(2):
-            # counts before the reservation's lock (reserve_run says why)
-            pending = await rpc.nonce(sender, "pending")
-            latest = await rpc.nonce(sender, "latest")
-            try:
-                return await evm_nonces.reserve(
-                    self._db,
-                    chain_id=chain_id,
-                    address=sender,
-                    request_node_id=ctx.request_node_id,
-                    attempt_no=ctx.attempt_no,
-                    chain_floor=pending,
-                    chain_counts=(pending, latest),
-                )
-            except evm_ledger.LedgerBehindChain as behind:
-                outcome = await evm_ledger.reconcile(self._db, rpc, behind)
-                if not outcome.in_step:
-                    raise RetryLater(
-                        f"{behind}: {len(outcome.unmatched)} transaction(s) match no node, "
-                        f"{len(outcome.unread)} not readable yet; the signer is held",
-                        code=evm_ledger.RECONCILING_CODE,
-                        retry_after_seconds=5.0,
-                    ) from None
-        raise RetryLater(
-            "the chain moved ahead of the ledger again while it was reconciled",
-            code=evm_ledger.RECONCILING_CODE,
-            retry_after_seconds=1.0,
-        )
+
+        async def reserve(floor: int, counts: tuple[int, int]) -> int:
+            return await evm_nonces.reserve(
+                self._db,
+                chain_id=chain_id,
+                address=self._signer.address,
+                request_node_id=ctx.request_node_id,
+                attempt_no=ctx.attempt_no,
+                chain_floor=floor,
+                chain_counts=counts,
+            )
+
+        return await evm_ledger.reserve_in_step(self._db, rpc, self._signer.address, reserve)
 
     def lane_key(self, prepared: PreparedAction) -> str:
         """The nonce lane (issue 15): one sender on one chain. A batching

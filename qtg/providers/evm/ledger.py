@@ -31,9 +31,9 @@ system uses the key; signing on would pay again for payments the chain holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from qtg.db import Database, Jsonb, sql_family
 from qtg.domain.ledger import (
@@ -43,6 +43,7 @@ from qtg.domain.ledger import (
     match_payments,
     node_transfer_call,
 )
+from qtg.providers.base import RetryLater
 from qtg.providers.evm import holds as signer_holds
 from qtg.providers.evm.rpc import EvmRpc
 
@@ -171,6 +172,41 @@ async def adoption(db: Database, request_node_id: str) -> Adopted | None:
     """The adopted chain transaction of a node (None: none)."""
     async with db.transaction() as tx:
         return await adoption_in(tx, request_node_id)
+
+
+T = TypeVar("T")
+
+
+async def reserve_in_step(
+    db: Database,
+    rpc: EvmRpc,
+    address: str,
+    reserve: Callable[[int, tuple[int, int]], Awaitable[T]],
+) -> T:
+    """`reserve(chain_floor, chain_counts)` (a nonce reservation: evm_nonces.reserve or
+    reserve_run) once the ledger is in step with the chain, for every chain executor: the
+    counts are read before the reservation's lock; a chain ahead of the ledger is
+    reconciled first (`reconcile`); while it cannot be, nothing is reserved or signed and
+    the node waits (RetryLater EVM_LEDGER_RECONCILING). `PaidOnChain` passes through."""
+    for _ in range(2):
+        pending = await rpc.nonce(address, "pending")
+        latest = await rpc.nonce(address, "latest")
+        try:
+            return await reserve(pending, (pending, latest))
+        except LedgerBehindChain as behind:
+            outcome = await reconcile(db, rpc, behind)
+            if not outcome.in_step:
+                raise RetryLater(
+                    f"{behind}: {len(outcome.unmatched)} transaction(s) match no node, "
+                    f"{len(outcome.unread)} not readable yet; the signer is held",
+                    code=RECONCILING_CODE,
+                    retry_after_seconds=5.0,
+                ) from None
+    raise RetryLater(
+        "the chain moved ahead of the ledger again while it was reconciled",
+        code=RECONCILING_CODE,
+        retry_after_seconds=1.0,
+    )
 
 
 # ------------------------------------------------------------------ reading the chain
