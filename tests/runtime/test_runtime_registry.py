@@ -128,7 +128,22 @@ def test_workers_disabled_runs_nothing() -> None:
             False,
             "MG_CCIP_ENABLED=true, but it needs a CCIP sidecar client (not available)",
         ),
-        ({}, (), "verify_drift", False, "MG_VERIFY_DRIFT_ENABLED=false"),
+        (
+            {"verify_drift_enabled": False},
+            (),
+            "verify_drift",
+            False,
+            "MG_VERIFY_DRIFT_ENABLED=false",
+        ),
+        # on by default since issue 43 item 4: without an RPC client it cannot run
+        (
+            {},
+            (),
+            "verify_drift",
+            False,
+            "MG_VERIFY_DRIFT_ENABLED=true, but it needs an EVM RPC client and EVM "
+            "endpoints (not available)",
+        ),
         # verify_drift re-reads chains: it needs the evm provider's RPC clients (issue 11)
         (
             {"verify_drift_enabled": True},
@@ -170,7 +185,9 @@ def test_conditional_rules(changes, capabilities, worker, enabled, reason) -> No
 def test_skips_worth_a_warning_are_the_ones_whose_flag_said_yes() -> None:
     workers = by_name(Settings())
     assert skipped_with_warning(workers["evm_nonce_reaper"])
-    assert not skipped_with_warning(workers["verify_drift"])  # flag off: nothing to warn about
+    assert skipped_with_warning(workers["verify_drift"])  # on by default, no RPC client here
+    off = by_name(Settings(verify_drift_enabled=False))
+    assert not skipped_with_warning(off["verify_drift"])  # flag off: nothing to warn about
     assert not skipped_with_warning(workers["node_dispatcher"])
 
 
@@ -255,9 +272,10 @@ def test_a_default_start_says_once_at_info_what_it_skipped(caplog) -> None:
     assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
     [summary] = [r for r in records if hasattr(r, "skipped")]
     assert summary.levelno == logging.INFO
-    assert summary.skipped == ["evm_nonce_reaper"]
+    assert summary.skipped == ["evm_nonce_reaper", "verify_drift"]
     assert "MG_PROVIDERS" in summary.getMessage()
     assert "MG_EVM_NONCE_REAPER_ENABLED=false" in summary.getMessage()
+    assert "MG_VERIFY_DRIFT_ENABLED=false" in summary.getMessage()
 
 
 def test_a_worker_the_operator_turned_on_but_cannot_run_is_a_warning(caplog) -> None:
@@ -270,5 +288,7 @@ def test_a_worker_the_operator_turned_on_but_cannot_run_is_a_warning(caplog) -> 
     assembly.log_worker_set(resolve_workers(Settings.from_env(env)), env=env)
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.worker for r in warnings] == ["evm_nonce_reaper"]
-    # nothing else on by default is skipped (ccip_stranded_reaper runs anywhere): no summary
-    assert [r for r in caplog.records if hasattr(r, "skipped")] == []
+    # what else is on only by default and cannot run here (verify_drift, since issue 43
+    # item 4) is the info summary, not a warning
+    [summary] = [r for r in caplog.records if hasattr(r, "skipped")]
+    assert summary.levelno == logging.INFO and summary.skipped == ["verify_drift"]
