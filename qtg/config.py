@@ -22,7 +22,9 @@ from typing import Any
 
 from qtg.domain import audit_chain
 from qtg.domain.callback_targets import parse_allowlist
-from qtg.domain.errors import ConfigError  # re-exported: `from qtg.config import ConfigError`
+
+# re-exported: `from qtg.config import ConfigError`
+from qtg.domain.errors import ConfigError as ConfigError
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})

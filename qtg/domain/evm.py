@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 from qtg.domain.errors import ConfigError
 
@@ -157,7 +157,7 @@ def nonce_lane_key(tx: Mapping[str, Any]) -> str:
     return f"evm:{tx['chainId']}:{str(tx['from']).lower()}"
 
 
-def is_address(value: object) -> bool:
+def is_address(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and bool(_ADDRESS.match(value))
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from qtg.config import ConfigError, Settings
 from qtg.providers.balances import BalanceFetcher, BalanceFetcherError, BalanceFetcherRegistry
@@ -276,4 +276,5 @@ def _load(name: str, installed: dict[str, EntryPoint]) -> Register:
             ) from exc
     if not callable(target):
         raise ConfigError(f"MG_PROVIDERS: provider {name!r} is not callable: {target!r}")
-    return target
+    # an entry point's object: checked callable; its signature is the provider's contract
+    return cast("Callable[[ProviderRegistry, Settings, Database], None]", target)

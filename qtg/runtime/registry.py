@@ -36,7 +36,7 @@ import importlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from qtg.config import Settings
 from qtg.db.hub import CHANNELS
@@ -63,7 +63,8 @@ class Decision:
 
 def env_name(field_name: str) -> str:
     """The MG_* variable of a Settings field."""
-    return _FIELDS[field_name].metadata["env"]
+    env: str = _FIELDS[field_name].metadata["env"]  # each field's metadata names its MG_* str
+    return env
 
 
 def always_on() -> Rule:
@@ -332,7 +333,7 @@ def import_path(dotted: str, *, worker: str) -> Callable[..., Any]:
         ) from None
     if not callable(target):
         raise WorkerLoadError(f"worker {worker}: {dotted} is not callable")
-    return target
+    return cast(Callable[..., Any], target)  # an imported name: checked callable, no more
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from qtg.config import AuditKeys, audit_keys  # re-exported: the services' callers use them here
+from qtg.config import AuditKeys as AuditKeys  # re-exported: the services' callers use them here
+from qtg.config import audit_keys as audit_keys
 from qtg.db import Database, sql_family
 from qtg.domain import audit_chain
 from qtg.services.auditing import record_audit

@@ -454,7 +454,11 @@ async def _sign_once(tx: Tx, settings: Settings, rows: list[dict[str, Any]]) -> 
 
 async def next_due(ctx: ServiceContext) -> datetime | None:
     """The earliest pending next_attempt_at (a retry, or a lease running out)."""
-    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})
+    # timestamptz or NULL
+    value: datetime | None = await ctx.db.fetchval(
+        SQL.next_due, {"network_class": ctx.settings.network_class}
+    )
+    return value
 
 
 async def _deliver(

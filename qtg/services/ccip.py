@@ -85,7 +85,14 @@ async def reap_stranded_intents(ctx: ServiceContext) -> int:
             },
         )
         if rows:
-            await tx.execute(SQL.lease_claimed, {"lease": token, "ids": [r["id"] for r in rows]})
+            await tx.execute(
+                SQL.lease_claimed,
+                {
+                    "lease": token,
+                    "ids": [r["id"] for r in rows],
+                    "lease_seconds": ctx.settings.node_observe_lease_seconds,
+                },
+            )
     # committed: the intents and their nodes are free while the chain is asked
     for row in rows:
         try:

@@ -220,9 +220,10 @@ async def list_findings(db: Any, *, open_only: bool, limit: int) -> list[dict[st
 
 async def _read(rpc: Any, address: str, data: str) -> str:
     try:
-        return await rpc.eth_call(address, data)
+        answer: str = await rpc.eth_call(address, data)  # EvmRpc.eth_call: hex return data
     except RpcError as exc:  # a reverting call is an observation, not a crash
         return f"error: {exc.message}"
+    return answer
 
 
 def _signer_addresses(ctx: ServiceContext) -> list[str]:

@@ -46,4 +46,8 @@ async def expire_pending_requests(ctx: ServiceContext) -> int:
 
 async def next_due(ctx: ServiceContext) -> datetime | None:
     """The earliest expires_at among PENDING_APPROVAL requests."""
-    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})
+    # timestamptz or NULL
+    value: datetime | None = await ctx.db.fetchval(
+        SQL.next_due, {"network_class": ctx.settings.network_class}
+    )
+    return value

@@ -203,7 +203,9 @@ async def settle_unsettled(ctx: ServiceContext) -> int:
 # ------------------------------------------------------------------ resolve by hand
 
 
-def _validate(outcome: Any, evidence: Any, provider_refs: Any) -> tuple[NodeState, str, dict]:
+def _validate(
+    outcome: Any, evidence: Any, provider_refs: Any
+) -> tuple[NodeState, str, dict[str, Any]]:
     if outcome not in {str(o) for o in OUTCOMES}:
         raise InvalidInput("outcome must be COMPLETED or FAILED", detail={"field": "outcome"})
     if not isinstance(evidence, str) or not evidence.strip() or len(evidence) > 2000:

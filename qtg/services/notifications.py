@@ -118,7 +118,8 @@ async def raise_notification(
     counts the occurrence: the same condition does not page twice. Returns the
     notification's id. SQL callers use `qtg_raise_notification(...)` directly.
     """
-    return await tx.fetchval(
+    # qtg_raise_notification returns the notification's bigint id
+    notification_id: int = await tx.fetchval(
         SQL.raise_notification,
         {
             "kind": kind,
@@ -131,11 +132,14 @@ async def raise_notification(
             "node_key": node_key,
         },
     )
+    return notification_id
 
 
 async def resolve_notification(tx: Tx, dedupe_key: str) -> int:
     """The condition is over: the next occurrence pages again."""
-    return await tx.fetchval(SQL.resolve_notification, {"dedupe_key": dedupe_key})
+    # a count
+    value: int = await tx.fetchval(SQL.resolve_notification, {"dedupe_key": dedupe_key})
+    return value
 
 
 # ------------------------------------------------------------------ reading, resolving
@@ -221,7 +225,7 @@ async def dispatch_notifications(
 async def next_due(ctx: ServiceContext) -> datetime | None:
     """The earliest moment the dispatcher has work without being woken."""
     settings = ctx.settings
-    return await ctx.db.fetchval(
+    value: datetime | None = await ctx.db.fetchval(
         SQL.next_due,
         {
             "routes": list(configured_routes(settings)),
@@ -229,6 +233,7 @@ async def next_due(ctx: ServiceContext) -> datetime | None:
             "limit": settings.notify_rate_limit_messages,
         },
     )
+    return value  # timestamptz or NULL
 
 
 async def _route(db: Database, settings: Settings, routes: Mapping[str, frozenset[str]]) -> int:

@@ -204,7 +204,11 @@ def _committed(ctx: ServiceContext, done: Done) -> None:
 
 async def next_observe_due(ctx: ServiceContext) -> datetime | None:
     """The earliest next_observe_at of an observable node (None: nothing to observe)."""
-    return await ctx.db.fetchval(SQL.next_due, {"network_class": ctx.settings.network_class})
+    # timestamptz or NULL
+    value: datetime | None = await ctx.db.fetchval(
+        SQL.next_due, {"network_class": ctx.settings.network_class}
+    )
+    return value
 
 
 async def _observe_one(ctx: ServiceContext, node_id: Any) -> int:

@@ -287,4 +287,6 @@ async def expire_template_proposals(ctx: ServiceContext) -> int:
 
 async def next_due(ctx: ServiceContext) -> datetime | None:
     """The earliest expires_at among PENDING_REVIEW proposals."""
-    return await ctx.db.fetchval(SQL.next_due)
+    # timestamptz or NULL
+    value: datetime | None = await ctx.db.fetchval(SQL.next_due)
+    return value

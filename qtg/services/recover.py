@@ -166,13 +166,14 @@ async def _recover_isolated(
 async def next_recovery_due(ctx: ServiceContext) -> datetime | None:
     """The earliest next attempt of a paced UNKNOWN node, or the moment a SUBMITTING
     node's owner will count as gone (None: none waiting)."""
-    return await ctx.db.fetchval(
+    value: datetime | None = await ctx.db.fetchval(
         SQL.next_due,
         {
             "network_class": ctx.settings.network_class,
             "dead_owner_seconds": ctx.settings.node_recovery_dead_owner_seconds,
         },
     )
+    return value  # timestamptz or NULL
 
 
 async def _recover_one(ctx: ServiceContext, node_id: Any, grace_seconds: float) -> int:

@@ -12,6 +12,8 @@ JOIN movement_requests r ON r.id = n.request_id
 WHERE i.state IN ('pending', 'broadcast', 'sent')
   AND i.updated_at < now() - make_interval(secs => %(threshold_seconds)s)
   AND r.network_class = %(network_class)s
+  -- not leased to another reaper's lookups in flight (migrations/0059)
+  AND (i.reap_until IS NULL OR i.reap_until <= now())
 ORDER BY i.updated_at
 LIMIT %(limit)s
 FOR UPDATE OF i SKIP LOCKED

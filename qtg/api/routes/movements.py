@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
+
+from pydantic import BaseModel
 
 from qtg.api import schemas as s
 from qtg.api.routing import Call, Endpoint, Header, Reply, decode_cursor, encode_cursor
@@ -105,12 +107,25 @@ async def resolve_node(call: Call) -> Any:
     return Reply(result, 200 if confirmed else 202)
 
 
-_DECISION = {
+class _Decision(TypedDict):
+    """The Endpoint keywords an operator's decision on a movement shares."""
+
+    role: Role
+    path_model: type[BaseModel]
+    errors: tuple[int, ...]
+    body_required: bool
+
+
+_DECISION: _Decision = {
     "role": Role.operator,
     "path_model": s.MovementPath,
     "errors": (404, 409),
     "body_required": False,
 }
+#: an approval may also be refused (403: blocked by policy, or not an approver)
+_APPROVAL: _Decision = {**_DECISION, "errors": (403, 404, 409)}
+#: a decision on one node of a movement
+_NODE_DECISION: _Decision = {**_DECISION, "path_model": s.NodePath}
 
 ENDPOINTS = [
     Endpoint(
@@ -157,7 +172,7 @@ ENDPOINTS = [
         "Approve (four-eyes: not by its creator); frontier nodes become READY",
         "movements",
         s.Movement,
-        **{**_DECISION, "errors": (403, 404, 409)},
+        **_APPROVAL,
         body_model=s.Empty,
         also=(202,),
         description="Under a treasury policy (docs/policies.md) the matched rule may need "
@@ -204,7 +219,7 @@ ENDPOINTS = [
         "proven (failure_proven)",
         "movements",
         s.Movement,
-        **{**_DECISION, "path_model": s.NodePath},
+        **_NODE_DECISION,
         body_model=s.Empty,
     ),
     Endpoint(
@@ -214,7 +229,7 @@ ENDPOINTS = [
         "Complete a READY manual node",
         "movements",
         s.Movement,
-        **{**_DECISION, "path_model": s.NodePath},
+        **_NODE_DECISION,
         body_model=s.ManualCompletion,
     ),
     Endpoint(

@@ -18,6 +18,7 @@ from qtg.providers.ccip.executor import CcipExecutor
 from qtg.providers.ccip.sidecar import HttpSidecarClient, RpcSidecarClient, SidecarClient
 
 if TYPE_CHECKING:
+    from qtg.providers.evm.rpc import EvmRpc
     from qtg.providers.registry import ProviderRegistry
 
 
@@ -56,7 +57,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         registry.capabilities.add("ccip_sidecar")
 
 
-def sidecar_client(settings: Settings, rpcs: dict) -> SidecarClient | None:
+def sidecar_client(settings: Settings, rpcs: dict[int, EvmRpc]) -> SidecarClient | None:
     """The CCIP sidecar client MG_CCIP_SIDECAR names (None: none configured)."""
     if settings.ccip_sidecar == "rpc":
         return RpcSidecarClient(rpcs)

@@ -505,13 +505,14 @@ class CcipExecutor:
             return await self._observe_delivery(ctx)
         refs = dict(ctx.node_provider_refs)
         seen = await self._look(ctx, refs)
-        verdict = seen.judgement.verdict
-        if seen.receipt is not None and verdict in (
-            Verdict.COMPLETED,
-            Verdict.FAILED_REVERTED,
-            Verdict.NEEDS_PERSON,
+        verdict, judged = seen.judgement.verdict, seen.judgement.receipt
+        # these verdicts always carry the mined receipt (judge); `judged` narrows it
+        if (
+            seen.receipt is not None
+            and judged is not None
+            and verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED, Verdict.NEEDS_PERSON)
         ):
-            refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
+            refs["tx_hash"] = judged.tx_hash
             result = await self._mined(ctx, refs, seen.receipt)
             return msgspec.structs.replace(result, provider_refs={**refs, **result.provider_refs})
         if verdict is Verdict.NOT_LANDED:
@@ -694,8 +695,8 @@ class CcipExecutor:
         approvals = await self._approval_rows(ctx, {intent["token"], intent["fee_token"]})
         if approvals:
             refs["approval_nonces"] = [a["nonce"] for a in approvals]
-        seen = await self._look(ctx, refs)
-        verdict = seen.judgement.verdict
+        look = await self._look(ctx, refs)
+        verdict, judged = look.judgement.verdict, look.judgement.receipt
         if verdict is Verdict.NOTHING_SIGNED:
             # the intent was written but no bytes were kept (kept before any broadcast):
             # nothing of this attempt left; its nonces go back
@@ -716,14 +717,19 @@ class CcipExecutor:
             return RecoverResult(
                 outcome=RecoverOutcome.NOT_SUBMITTED,
                 error_code="CCIP_NOT_LANDED",
-                error_detail=not_landed_proof(seen.judgement, int(refs["nonce"])),
+                error_detail=not_landed_proof(look.judgement, int(refs["nonce"])),
             )
-        pending = pending_recovery(seen, refs, "CCIP", int(refs["nonce"]))
+        pending = pending_recovery(look, refs, "CCIP", int(refs["nonce"]))
         if pending is not None:
             return pending
-        if seen.receipt is not None and verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED):
-            refs["tx_hash"] = seen.judgement.receipt.tx_hash  # type: ignore[union-attr]
-            mined = await self._mined(ctx, refs, seen.receipt)
+        # these verdicts always carry the mined receipt (judge); `judged` narrows it
+        if (
+            look.receipt is not None
+            and judged is not None
+            and verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED)
+        ):
+            refs["tx_hash"] = judged.tx_hash
+            mined = await self._mined(ctx, refs, look.receipt)
             if mined.status == ObserveStatus.COMPLETED:
                 return RecoverResult(
                     outcome=RecoverOutcome.COMPLETED,
@@ -740,13 +746,15 @@ class CcipExecutor:
             return RecoverResult(outcome=RecoverOutcome.UNKNOWN, error_detail=mined.error_detail)
         if verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
             # e.g. a crash after the write-ahead, before the broadcast: the same bytes
-            await self._resend(ctx, refs, seen, replace=False)
-        if seen.txs and seen.receipt is None:
-            refs["tx_hash"] = seen.txs[-1]["tx_hash"]
+            await self._resend(ctx, refs, look, replace=False)
+        if look.txs and look.receipt is None:
+            refs["tx_hash"] = look.txs[-1]["tx_hash"]
         # in flight (or mined above the trusted depth): observe decides from here
         return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
 
-    async def _release_unsigned(self, ctx: ExecutionContext, rows: list[dict | None]) -> None:
+    async def _release_unsigned(
+        self, ctx: ExecutionContext, rows: list[dict[str, Any] | None]
+    ) -> None:
         """Release this attempt's reservations that have no signed bytes kept: provably
         never broadcast (bytes are kept first). One with bytes is left to the chain."""
         for key in self._approval_keys(ctx):
@@ -767,10 +775,14 @@ class CcipExecutor:
                 **evm_nonces.owner_of(ctx),
             )
 
-    async def _approval_rows(self, ctx: ExecutionContext, tokens: set[str | None]) -> list[dict]:
+    async def _approval_rows(
+        self, ctx: ExecutionContext, tokens: set[str | None]
+    ) -> list[dict[str, Any]]:
         """The allowance-raise reservations of this attempt (see `_raises_and_send_nonces`)."""
         rows = []
-        for token in tokens - {None}:
+        for token in tokens:
+            if token is None:  # no fee token: the fee is paid in native
+                continue
             row = await evm_nonces.for_attempt(
                 self._db,
                 request_node_id=self._approve_key(ctx, token),
@@ -793,7 +805,9 @@ class CcipExecutor:
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
 
 
-def _refs(lane: Lane, chain_id: int, tx_hash: str, sender: str, nonce: int, intent_id: int) -> dict:
+def _refs(
+    lane: Lane, chain_id: int, tx_hash: str, sender: str, nonce: int, intent_id: int
+) -> dict[str, Any]:
     return {
         "chain_id": chain_id,
         "tx_hash": tx_hash,

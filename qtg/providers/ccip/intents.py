@@ -33,7 +33,9 @@ async def write_intent(db: Database, **fields: Any) -> dict[str, Any]:
     return dict(row)
 
 
-async def for_attempt(db: Database, *, request_node_id: str, attempt_no: int) -> dict | None:
+async def for_attempt(
+    db: Database, *, request_node_id: str, attempt_no: int
+) -> dict[str, Any] | None:
     async with db.transaction() as tx:
         row = await tx.fetchrow(
             SQL.for_attempt, {"request_node_id": request_node_id, "attempt_no": attempt_no}

@@ -596,7 +596,7 @@ class CctpExecutor:
                 error_code="CCTP_NO_BURN",
                 error_detail="cctp_attestation needs a cctp_burn before it",
             )
-        carried = {
+        carried: dict[str, Any] = {
             k: refs[k]
             for k in (
                 "source_chain_id",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from qtg.db import Database
@@ -307,7 +307,7 @@ class EvmExecutor:
             self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
         )
 
-    def _effect(self, ctx: ExecutionContext):
+    def _effect(self, ctx: ExecutionContext) -> Callable[[dict[str, Any]], Awaitable[bool]] | None:
         """An ERC-20 transfer's proof (issue 43 item 4): the token's Transfer(signer,
         destination, amount) log in the receipt, AND the sender's and destination's
         balances at the receipt's block - 1 and block moved by exactly the net of the

@@ -142,7 +142,9 @@ async def reserve_run(
         return nonces
 
 
-async def for_attempt(db: Database, *, request_node_id: str, attempt_no: int) -> dict | None:
+async def for_attempt(
+    db: Database, *, request_node_id: str, attempt_no: int
+) -> dict[str, Any] | None:
     """The live reservation of a node attempt (chain_id, address, nonce, state, tx_hash)."""
     async with db.transaction() as tx:
         row = await tx.fetchrow(

@@ -33,7 +33,7 @@ import signal
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from eth_utils import keccak
 
@@ -72,6 +72,28 @@ log = logging.getLogger("qtg.providers.evm.outcome")
 FEE_CAP_RETRY_SECONDS = 30.0
 #: observe sends unmined bytes again at most this often (recovery: at every look).
 REBROADCAST_EVERY_SECONDS = 3.0
+
+
+class _NonceSlot(TypedDict):
+    """The keywords that name one nonce in evm_nonces (its functions take them alone)."""
+
+    chain_id: int
+    address: str
+    nonce: int
+
+
+class _NodeAttempt(TypedDict):
+    """The keywords that name the node attempt a nonce was looked at for."""
+
+    request_node_id: str | None
+    attempt_no: int | None
+
+
+class _RunOwner(TypedDict):
+    """The keywords that name the node attempt owning a run's nonces."""
+
+    owner: str
+    attempt_no: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,16 +153,17 @@ class ChainJudge:
         *,
         request_node_id: str | None,
         attempt_no: int | None,
-        known_hashes: tuple[str, ...] = (),
+        known_hashes: tuple[str | None, ...] = (),
         effect: Callable[[dict[str, Any]], bool | Awaitable[bool]] | None = None,
         intended: TransferCall | None = None,
     ) -> Look:
         """The verdict on `nonce` for one node attempt. `known_hashes`: hashes the node's
-        refs name (rows signed before issue 24 kept no bytes); `effect(receipt)` checks a
-        mined transaction did what it was for (an ERC-20 Transfer log); `intended`: the
-        node's transfer (to, value, calldata), so that a consumer qtg has no bytes of that
-        is exactly this node's payment (its bytes lost in a failover) is its payment, not
-        a foreign consumer (qtg.domain.ledger.pays, the ledger's matching rule)."""
+        refs name, None where they name none (rows signed before issue 24 kept no bytes);
+        `effect(receipt)` checks a mined transaction did what it was for (an ERC-20
+        Transfer log); `intended`: the node's transfer (to, value, calldata), so that a
+        consumer qtg has no bytes of that is exactly this node's payment (its bytes lost
+        in a failover) is its payment, not a foreign consumer (qtg.domain.ledger.pays,
+        the ledger's matching rule)."""
         rpc = self._rpcs[chain_id]
         txs = await evm_nonces.signed_for(
             self._db,
@@ -181,8 +204,8 @@ class ChainJudge:
                 continue
             await note(tx_hash, found)
             break  # one nonce, one mined transaction
-        where = {"chain_id": chain_id, "address": address, "nonce": nonce}
-        attempt = {"request_node_id": request_node_id, "attempt_no": attempt_no}
+        where: _NonceSlot = {"chain_id": chain_id, "address": address, "nonce": nonce}
+        attempt: _NodeAttempt = {"request_node_id": request_node_id, "attempt_no": attempt_no}
         consumer: consumed.Consumer | None = None
         qtg_signed: list[str] = []
         missing_for = None
@@ -538,7 +561,7 @@ async def submit_signed(
         if not kept:
             return Submitted(Sent.RECLAIMED)
     # the node attempt owns the run (its raises are keyed `<owner>:approve…`): the send's
-    owner = {"owner": run[-1].request_node_id, "attempt_no": run[-1].attempt_no}
+    owner: _RunOwner = {"owner": run[-1].request_node_id, "attempt_no": run[-1].attempt_no}
     crash_point(f"{crash_prefix}before_broadcast")
     for index, item in enumerate(run):
         try:

@@ -47,7 +47,9 @@ def _address_topic(address: str) -> str:
     return "0x" + address_word(address)
 
 
-def paid(tx: dict[str, Any], receipt: dict[str, Any], want: dict[str, Any]) -> dict | None:
+def paid(
+    tx: dict[str, Any], receipt: dict[str, Any], want: dict[str, Any]
+) -> dict[str, Any] | None:
     """The payment in a mined transaction that matches `want` (to, value, token), or None."""
     if want["token"] is None:
         to = (tx.get("to") or "").lower()

@@ -495,7 +495,10 @@ class EvmRpc:
                         min(READ_BACKOFF_SECONDS * 2 ** (attempt - 1), READ_BACKOFF_MAX_SECONDS)
                     )
                 try:
-                    found = await self._read(self.urls[index], method, (tx_hash,))
+                    # JSON-RPC: the transaction or receipt object, or null
+                    found: dict[str, Any] | None = await self._read(
+                        self.urls[index], method, (tx_hash,)
+                    )
                 except RpcError as exc:
                     if not exc.transient:
                         raise
@@ -557,7 +560,9 @@ class EvmRpc:
         return await self._lookup("eth_getTransactionByHash", tx_hash)
 
     async def eth_call(self, to: str, data: str) -> str:
-        return await self.call("eth_call", {"to": to, "data": data}, "latest")
+        # JSON-RPC: eth_call answers the return data as a hex string
+        answer: str = await self.call("eth_call", {"to": to, "data": data}, "latest")
+        return answer
 
 
 @contextmanager
