@@ -19,6 +19,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from qtg.db import CHANNELS
+from qtg.services.node_attention import SQL as NODE_ATTENTION_SQL
 from qtg.services.observe import SQL as OBSERVE_SQL
 
 MARKER = "qtg_test_marker"
@@ -339,6 +340,9 @@ def test_notify_off_silences_every_channel(watch: Watch, writer: Conn, plan: row
             "INSERT INTO audit_outbox (actor, action, object_type, object_id) "
             "VALUES ('a', 'b', 'c', 'd')"
         )
+        # the one channel a statement (not a trigger) feeds: an operator's FAILED
+        # resolution waking evm_nonce_reaper, sent by the service's named query
+        writer.execute(NODE_ATTENTION_SQL.wake_reaper.text)
 
     writer.execute("SET qtg.notify = off")
     assert watch.fired(busy) == []

@@ -1,3 +1,4 @@
 -- An operator's FAILED resolution waits for the chain: wake evm_nonce_reaper on this
 -- commit, so its cancel step runs now instead of at its next interval (up to 60 s).
-SELECT pg_notify('qtg_evm_reaper', '')
+-- Through qtg_notify, as every trigger: `SET qtg.notify = off` silences it too.
+SELECT qtg_notify('qtg_evm_reaper')
