@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import trio
+from treasury_policy import treasury_policy
 
 from qtg.db.queries import Query
 from qtg.services import tokens
@@ -20,34 +21,7 @@ from .conftest import ACTION_GRAPH, Api, make_template
 COOLING_OFF = 1.0
 BOOKED = "0x00000000000000000000000000000000000000b0"
 NEW = "0x00000000000000000000000000000000000000c0"
-POLICY: dict[str, Any] = {
-    "groups": {"treasury": ["tina", "tom", "tess"]},
-    "rules": [
-        {
-            "name": "daily-cap",
-            "asset": "USDC",
-            "accumulation": {"window_seconds": 86400, "scope": "overall", "gt": "1000000"},
-            "action": "block",
-        },
-        {
-            "name": "large",
-            "asset": "USDC",
-            "destination": "book",
-            "amount": {"gt": "50000"},
-            "action": "allow",
-            "approvals": {"count": 3, "group": "treasury"},
-        },
-        {
-            "name": "small",
-            "asset": "USDC",
-            "destination": "book",
-            "action": "allow",
-            "approvals": {"count": 2, "group": "treasury"},
-            "delay_seconds": 3600,
-        },
-        {"name": "block-all", "action": "block"},
-    ],
-}
+POLICY: dict[str, Any] = treasury_policy(small_delay_seconds=3600)
 
 
 @pytest.fixture

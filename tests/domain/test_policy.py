@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from treasury_policy import treasury_policy
 
 from qtg.domain.policy import (
     Approvals,
@@ -19,34 +20,7 @@ from qtg.domain.policy import (
     parse_policy,
 )
 
-TREASURY: dict[str, Any] = {
-    "groups": {"treasury": ["tina", "tom", "tess"]},
-    "rules": [
-        {
-            "name": "daily-cap",
-            "asset": "USDC",
-            "accumulation": {"window_seconds": 86400, "scope": "overall", "gt": "1000000"},
-            "action": "block",
-        },
-        {
-            "name": "large",
-            "asset": "USDC",
-            "destination": "book",
-            "amount": {"gt": "50000"},
-            "action": "allow",
-            "approvals": {"count": 3, "group": "treasury"},
-        },
-        {
-            "name": "small",
-            "asset": "USDC",
-            "destination": "book",
-            "action": "allow",
-            "approvals": {"count": 2, "group": "treasury"},
-            "delay_seconds": 60,
-        },
-        {"name": "block-all", "action": "block"},
-    ],
-}
+TREASURY: dict[str, Any] = treasury_policy(small_delay_seconds=60)
 
 
 def facts(amount: str = "100", *, entries: tuple[BookEntry, ...] = (), **over: Any) -> Facts:

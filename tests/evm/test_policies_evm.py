@@ -19,6 +19,7 @@ import httpx
 import pytest
 import trio
 from runtime.rt_procs import RuntimeProcess, query, request_states, wait_until
+from treasury_policy import treasury_policy
 
 from evm.anvil import CHAIN_ID, deploy_token, token_balance
 from evm.test_transient_and_lanes import fresh_address, launch_runtime
@@ -37,36 +38,6 @@ PEOPLE = {
     "tom": "operator",
     "tess": "operator",
 }
-
-
-def treasury_policy(cap: str = "1000000") -> dict[str, Any]:
-    return {
-        "groups": {"treasury": ["tina", "tom", "tess"]},
-        "rules": [
-            {
-                "name": "daily-cap",
-                "asset": "USDC",
-                "accumulation": {"window_seconds": 86400, "scope": "overall", "gt": cap},
-                "action": "block",
-            },
-            {
-                "name": "large",
-                "asset": "USDC",
-                "destination": "book",
-                "amount": {"gt": "50000"},
-                "action": "allow",
-                "approvals": {"count": 3, "group": "treasury"},
-            },
-            {
-                "name": "small",
-                "asset": "USDC",
-                "destination": "book",
-                "action": "allow",
-                "approvals": {"count": 2, "group": "treasury"},
-            },
-            {"name": "block-all", "action": "block"},
-        ],
-    }
 
 
 def clients(dsn: str, url: str) -> dict[str, httpx.Client]:
