@@ -35,21 +35,25 @@ from qtg.services.templates import create_template
 WEI = 10**18
 
 
-def settings_for(anvil, dsn: str) -> Settings:
+def settings_for(anvil, dsn: str, **env: str) -> Settings:
     return Settings.from_env(
         {
             "MG_DATABASE_URL": dsn,
             "MG_PROVIDERS": "evm",
             "MG_EVM_RPC_URLS": f"{CHAIN_ID}={anvil.url}",
             "MG_EVM_SIGNER_PRIVATE_KEY": KEYS[0],
+            **env,
         }
     )
 
 
-async def _in_mempool(anvil, dsn: str, db) -> tuple[ServiceContext, dict[str, Any], str]:
-    """A movement whose payment was broadcast and sits unmined; its node forced UNKNOWN
-    (as a recovery that cannot tell leaves it). The context, the movement, the destination."""
-    settings = settings_for(anvil, dsn)
+async def approved_payment(
+    anvil, dsn: str, db, **env: str
+) -> tuple[ServiceContext, dict[str, Any], str]:
+    """An approved one-node movement paying 1 ETH to a fresh address, not yet dispatched
+    (settings ``env`` added to the evm ones). The context, the movement, the destination;
+    shared with test_reorg_events so both start their payments the same way."""
+    settings = settings_for(anvil, dsn, **env)
     ctx = ServiceContext(db=db, settings=settings, providers=build_registry(settings, db))
     destination = "0x" + secrets.token_hex(20)
     await create_template(
@@ -62,6 +66,13 @@ async def _in_mempool(anvil, dsn: str, db) -> tuple[ServiceContext, dict[str, An
         intent={"asset": "ETH", "amount": "1", "destination": destination},
     )  # fmt: skip
     await movements.approve_movement(db, m["id"], actor="bob")
+    return ctx, m, destination
+
+
+async def _in_mempool(anvil, dsn: str, db) -> tuple[ServiceContext, dict[str, Any], str]:
+    """A movement whose payment was broadcast and sits unmined; its node forced UNKNOWN
+    (as a recovery that cannot tell leaves it). The context, the movement, the destination."""
+    ctx, m, destination = await approved_payment(anvil, dsn, db)
     anvil.call("evm_setAutomine", False)
     while await dispatch_ready_nodes(ctx):
         pass

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,45 +23,22 @@ from typing import Any
 import trio
 from runtime.rt_procs import query
 
-from evm.anvil import ADDRESSES, CHAIN_ID, KEYS
-from evm.test_operator_failed import _in_mempool, _resolve_failed
-from qtg.config import Settings
+from evm.anvil import ADDRESSES
+from evm.test_operator_failed import _in_mempool, _resolve_failed, approved_payment
 from qtg.db import ListenHub
-from qtg.providers.registry import build_registry
 from qtg.runtime.loop import run_loop
 from qtg.runtime.registry import WORKERS
 from qtg.services import evm_nonces, movements
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.observe import observe_active_nodes
-from qtg.services.templates import create_template
 
 WEI = 10**18
 
 
 async def _completed(anvil, dsn: str, db, **env: str) -> tuple[ServiceContext, dict[str, Any], str]:
-    settings = Settings.from_env(
-        {
-            "MG_DATABASE_URL": dsn,
-            "MG_PROVIDERS": "evm",
-            "MG_EVM_RPC_URLS": f"{CHAIN_ID}={anvil.url}",
-            "MG_EVM_SIGNER_PRIVATE_KEY": KEYS[0],
-            "MG_EVM_NONCE_RESERVATION_STALE_SECONDS": "0.001",
-            **env,
-        }
-    )
-    ctx = ServiceContext(db=db, settings=settings, providers=build_registry(settings, db))
-    destination = "0x" + secrets.token_hex(20)
-    await create_template(
-        db, actor="alice", template_key="t", name="t",
-        graph={"nodes": [{"key": "send", "kind": "action", "action_type": "evm_transfer",
-                          "config": {"evm": {"chain_id": CHAIN_ID}}}]},
-    )  # fmt: skip
-    m, _ = await movements.create_movement(
-        db, settings, template_key="t", idempotency_key=secrets.token_hex(8), actor="alice",
-        intent={"asset": "ETH", "amount": "1", "destination": destination},
-    )  # fmt: skip
-    await movements.approve_movement(db, m["id"], actor="bob")
+    env = {"MG_EVM_NONCE_RESERVATION_STALE_SECONDS": "0.001", **env}
+    ctx, m, destination = await approved_payment(anvil, dsn, db, **env)
     while await dispatch_ready_nodes(ctx):
         pass
     for _ in range(50):
