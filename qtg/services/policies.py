@@ -139,17 +139,33 @@ async def propose_policy(
         return row
 
 
+def _still_proposed(row: Mapping[str, Any], what: str, verb: str) -> None:
+    """Only a PROPOSED policy version or address-book entry is decided: 409 otherwise.
+    One check for both kinds of change, so both refuse in the same words."""
+    if row["state"] != "PROPOSED":
+        raise Conflict(
+            f"cannot {verb} {what} that is {row['state']}",
+            code="ILLEGAL_STATE",
+            detail={"current_state": row["state"], "allowed_states": ["PROPOSED"]},
+        )
+
+
+def _not_its_proposer(row: Mapping[str, Any], actor: str, what: str) -> None:
+    """Four-eyes for both kinds of change: the admin who proposed `what` cannot approve it."""
+    if row["proposed_by"] == actor:
+        raise Forbidden(
+            f"four-eyes: the admin who proposed {what} cannot approve it",
+            code="FOUR_EYES",
+            detail={"proposed_by": row["proposed_by"]},
+        )
+
+
 async def _proposed(tx: Tx, version: object, verb: str) -> dict[str, Any]:
     v = _version(version)
     row = await tx.fetchrow(SQL.lock_policy, {"version": v})
     if row is None:
         raise NotFound(f"policy version {v} not found", detail={"version": v})
-    if row["state"] != "PROPOSED":
-        raise Conflict(
-            f"cannot {verb} a policy version that is {row['state']}",
-            code="ILLEGAL_STATE",
-            detail={"current_state": row["state"], "allowed_states": ["PROPOSED"]},
-        )
+    _still_proposed(row, "a policy version", verb)
     return row
 
 
@@ -158,12 +174,7 @@ async def approve_policy(db: Database, version: object, *, actor: str) -> dict[s
     async with db.transaction() as tx:
         await tx.fetchval(SQL.lock_changes, {})
         row = await _proposed(tx, version, "approve")
-        if row["proposed_by"] == actor:
-            raise Forbidden(
-                "four-eyes: the admin who proposed a policy cannot approve it",
-                code="FOUR_EYES",
-                detail={"proposed_by": row["proposed_by"]},
-            )
+        _not_its_proposer(row, actor, "a policy")
         superseded = await tx.fetchval(SQL.supersede_active, {})
         decided = await tx.fetchrow(
             SQL.decide_policy,
@@ -313,20 +324,10 @@ async def decide_entry(
         row = await tx.fetchrow(SQL.lock_entry, {"entry_id": eid})
         if row is None:
             raise NotFound(f"address-book entry {eid} not found", detail={"entry_id": str(eid)})
-        if row["state"] != "PROPOSED":
-            raise Conflict(
-                f"cannot {verb} an address-book entry that is {row['state']}",
-                code="ILLEGAL_STATE",
-                detail={"current_state": row["state"], "allowed_states": ["PROPOSED"]},
-            )
+        _still_proposed(row, "an address-book entry", verb)
         usable_at = None
         if approve:
-            if row["proposed_by"] == actor:
-                raise Forbidden(
-                    "four-eyes: the admin who proposed an address-book entry cannot approve it",
-                    code="FOUR_EYES",
-                    detail={"proposed_by": row["proposed_by"]},
-                )
+            _not_its_proposer(row, actor, "an address-book entry")
             if row["replaces"] is not None:
                 old = await tx.fetchrow(SQL.lock_entry, {"entry_id": row["replaces"]})
                 if old is None or old["state"] != "ACTIVE":
