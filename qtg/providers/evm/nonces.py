@@ -234,6 +234,20 @@ async def record_signed(
     return True
 
 
+def _attempt_nonce(
+    chain_id: int, address: str, nonce: int, request_node_id: str | None, attempt_no: int | None
+) -> dict[str, Any]:
+    """The parameters naming one node attempt's nonce on an account (address lowered, as
+    stored), for the queries that read or note what that attempt signed at it."""
+    return {
+        "chain_id": chain_id,
+        "address": address.lower(),
+        "nonce": nonce,
+        "request_node_id": request_node_id,
+        "attempt_no": attempt_no,
+    }
+
+
 async def signed_for(
     db: Database,
     *,
@@ -246,14 +260,7 @@ async def signed_for(
     """Every transaction signed for a node attempt's nonce, oldest first (with age_seconds)."""
     async with db.transaction() as tx:
         rows = await tx.fetch(
-            SQL.signed_for,
-            {
-                "chain_id": chain_id,
-                "address": address.lower(),
-                "nonce": nonce,
-                "request_node_id": request_node_id,
-                "attempt_no": attempt_no,
-            },
+            SQL.signed_for, _attempt_nonce(chain_id, address, nonce, request_node_id, attempt_no)
         )
     return [dict(r) for r in rows]
 
@@ -275,13 +282,7 @@ async def note_not_landed(
     """Seconds since a judgement first found this nonce consumed at depth with no
     receipt of ours (the evidence missing: a wait, paged past its bound), on the
     judging attempt's reservation only; 0.0 when that attempt holds none."""
-    args = {
-        "chain_id": chain_id,
-        "address": address.lower(),
-        "nonce": nonce,
-        "request_node_id": request_node_id,
-        "attempt_no": attempt_no,
-    }
+    args = _attempt_nonce(chain_id, address, nonce, request_node_id, attempt_no)
     async with db.transaction() as tx:
         seen = await tx.fetchval(SQL.note_not_landed, args)
     return float(seen or 0.0)
@@ -296,13 +297,7 @@ async def clear_not_landed(
     request_node_id: str | None,
     attempt_no: int | None,
 ) -> None:
-    args = {
-        "chain_id": chain_id,
-        "address": address.lower(),
-        "nonce": nonce,
-        "request_node_id": request_node_id,
-        "attempt_no": attempt_no,
-    }
+    args = _attempt_nonce(chain_id, address, nonce, request_node_id, attempt_no)
     async with db.transaction() as tx:
         await tx.execute(SQL.clear_not_landed, args)
 
