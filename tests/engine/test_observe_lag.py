@@ -109,11 +109,14 @@ async def test_the_overdue_count_stops_at_its_cap(
 
 async def test_the_reads_planner_settings_end_with_its_transaction(dsn: str) -> None:
     """walk_only's settings are transaction-local: the pool's one connection,
-    given back by the read, plans the next statement as before."""
+    given back by the read, plans the next statement as before (with the pool's
+    own session settings, qtg.db.pool.PLANNER_SETTINGS: no seq or bitmap scans)."""
     db = Database(dsn, min_size=1, max_size=1)
     await db.open()
     try:
+        before = await db.fetchrow(PLANNER_SETTINGS)
+        assert before == {"sort": "on", "bitmap": "off", "seq": "off"}
         await RuntimeMetrics().refresh_backlog(db, "default")
-        assert await db.fetchrow(PLANNER_SETTINGS) == {"sort": "on", "bitmap": "on", "seq": "on"}
+        assert await db.fetchrow(PLANNER_SETTINGS) == before
     finally:
         await db.close()
