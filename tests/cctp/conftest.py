@@ -25,5 +25,5 @@ def chains(chains_session) -> Iterator[tuple[ChainNode, ChainNode]]:
     a, b = chains_session
     snaps = a.call("evm_snapshot"), b.call("evm_snapshot")
     yield a, b
-    a.call("evm_revert", snaps[0])
-    b.call("evm_revert", snaps[1])
+    a.revert(snaps[0])
+    b.revert(snaps[1])

@@ -21,4 +21,4 @@ def anvil(anvil_session: Anvil) -> Iterator[Anvil]:
     """The session's anvil, reset to a fresh snapshot after each test."""
     snapshot = anvil_session.call("evm_snapshot")
     yield anvil_session
-    anvil_session.call("evm_revert", snapshot)
+    anvil_session.revert(snapshot)
