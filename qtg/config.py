@@ -686,6 +686,23 @@ class Settings:
     # stargate_delivery's poll of the destination chain for the GUID's OFTReceived.
     stargate_delivery_poll_seconds: float = interval("MG_STARGATE_DELIVERY_POLL_SECONDS", 10.0)
 
+    # ---- deBridge DLN: the `debridge` provider (createOrder, a taker's fulfilment)
+    # The chains: a JSON list of {chain_id, dln_source, dln_destination, tokens:
+    # {ASSET: address}} (see the deBridge provider).
+    debridge_chains: str = setting("MG_DEBRIDGE_CHAINS", "")
+    # DLN's order-status API (GET /api/Orders/{orderId}), a hint beside the chain.
+    debridge_status_url: str = setting("MG_DEBRIDGE_STATUS_URL", "https://stats-api.dln.trade")
+    # Bound of one status API request.
+    debridge_status_timeout_seconds: float = interval("MG_DEBRIDGE_STATUS_TIMEOUT_SECONDS", 10.0)
+    # debridge_fulfillment's poll (the reference's observe interval: 30 s).
+    debridge_fulfillment_poll_seconds: float = interval(
+        "MG_DEBRIDGE_FULFILLMENT_POLL_SECONDS", 30.0
+    )
+    # An order no taker fulfilled this long after its creation pages (warning).
+    debridge_unfulfilled_page_seconds: float = interval(
+        "MG_DEBRIDGE_UNFULFILLED_PAGE_SECONDS", 1800.0
+    )
+
     # ---- speed: batched observation
     # true: an observer pass claims up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
     # statement, observes them side by side and commits every outcome in one
@@ -751,6 +768,11 @@ class Settings:
         from qtg.domain.stargate import parse_chains as parse_stargate_chains
 
         parse_stargate_chains(settings.stargate_chains)
+
+        # ---- deBridge (issue 46): a bad chain list stops start-up here.
+        from qtg.domain.debridge import parse_chains as parse_debridge_chains
+
+        parse_debridge_chains(settings.debridge_chains)
         settings.validate_security()
         # ---- audit anchoring (issue 17 item 4): an unreadable or short key stops start-up.
         audit_keys(settings)
