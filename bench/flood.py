@@ -49,6 +49,7 @@ FLOOD_REQUESTS = 2_000
 FLOOD_SECONDS = 10.0
 CONCURRENCY = 1_000
 MOVEMENTS = 10
+FLOOD_PATH = os.environ.get("QTG_FLOOD_PATH", "/v3/movements")
 BOGUS = b"qtg_" + b"x" * 43
 
 
@@ -110,7 +111,7 @@ async def _one(host: str, port: int, request: bytes, statuses: dict[int, int]) -
 async def flood(host: str, port: int, statuses: dict[int, int]) -> None:
     """FLOOD_REQUESTS bad-token requests paced over FLOOD_SECONDS, CONCURRENCY at most at once."""
     request = (
-        f"GET /v3/movements HTTP/1.1\r\nHost: {host}\r\n".encode()
+        f"GET {FLOOD_PATH} HTTP/1.1\r\nHost: {host}\r\n".encode()
         + b"Authorization: Bearer "
         + BOGUS
         + b"\r\nConnection: close\r\n\r\n"
