@@ -679,6 +679,13 @@ class Settings:
     # cctp_mint_status's poll.
     cctp_mint_poll_seconds: float = interval("MG_CCTP_MINT_POLL_SECONDS", 5.0)
 
+    # ---- Stargate: the `stargate` provider (Stargate V2 sends over LayerZero V2)
+    # The chains it sends from and delivers on: a JSON list of {chain_id, eid, pool,
+    # endpoint, token} (see the Stargate provider).
+    stargate_chains: str = setting("MG_STARGATE_CHAINS", "")
+    # stargate_delivery's poll of the destination chain for the GUID's OFTReceived.
+    stargate_delivery_poll_seconds: float = interval("MG_STARGATE_DELIVERY_POLL_SECONDS", 10.0)
+
     # ---- deBridge DLN: the `debridge` provider (createOrder, a taker's fulfilment)
     # The chains: a JSON list of {chain_id, dln_source, dln_destination, tokens:
     # {ASSET: address}} (see the deBridge provider).
@@ -757,6 +764,11 @@ class Settings:
         from qtg.domain.cctp import parse_chains
 
         parse_chains(settings.cctp_chains)
+        # ---- Stargate (issue 46): likewise.
+        from qtg.domain.stargate import parse_chains as parse_stargate_chains
+
+        parse_stargate_chains(settings.stargate_chains)
+
         # ---- deBridge (issue 46): a bad chain list stops start-up here.
         from qtg.domain.debridge import parse_chains as parse_debridge_chains
 
