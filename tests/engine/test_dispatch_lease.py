@@ -1,0 +1,205 @@
+"""Issue 44 item 3: node_dispatcher holds no lock across prepare and sign.
+
+The claim leases its READY nodes (sql/dispatch/take_lease.sql) and commits;
+prepare and sign run with no transaction open; the write-ahead locks request and
+node again and goes ahead only while the lease holds (sql/dispatch/relock.sql).
+Real dispatchers on real PostgreSQL; a provider's slowness is a prepare held at a
+gate the test opens (or never opens).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.lowlevel
+
+from qtg.db import Database, Query
+from qtg.domain.context import ExecutionContext
+from qtg.providers.registry import build_registry
+from qtg.services.context import ServiceContext
+from qtg.services.dispatch import dispatch_ready_nodes
+from qtg.services.movements import cancel_movement, get_movement
+
+from .helpers import Q, WrappedExecutor, eventually, movement, node, states, template
+
+NODE = Query(
+    "tests/lease-node",
+    "SELECT n.node_state, n.dispatch_lease, n.dispatch_not_before, n.error_code"
+    " FROM movement_request_nodes n WHERE n.request_id = %(rid)s",
+)
+SUBMITS = Query(
+    "tests/lease-submits",
+    "SELECT s.request_node_id::text AS node_id, s.duplicate_submits FROM sandbox_submissions s",
+)
+
+
+class GatedPrepare(WrappedExecutor):
+    """The sandbox's cex executor whose prepare() waits at `gate` (a provider that
+    does not answer), `entered` set inside; `prepares` counts the calls."""
+
+    key = "gated_prepare"
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.entered = trio.Event()
+        self.gate = trio.Event()
+        self.prepares = 0
+
+    async def prepare(self, ctx: ExecutionContext) -> Any:
+        self.prepares += 1
+        self.entered.set()
+        await self.gate.wait()
+        return await self._inner.prepare(ctx)
+
+
+async def _world(svc: ServiceContext, **settings: Any) -> tuple[ServiceContext, GatedPrepare]:
+    """A context whose registry has the gated executor, and a template "gated"
+    of one node prepared through it; template "free" prepares through the plain
+    sandbox executor."""
+    changed = svc.settings.replace(**settings)
+    registry = build_registry(changed, svc.db)
+    plain = registry.executor_for("cex_withdrawal")
+    gated = GatedPrepare(plain)
+    registry.add_executor(gated)
+    slow = node("pay", "cex_withdrawal")
+    slow["executor_key"] = "gated_prepare"
+    await template(svc, "gated", [slow], [])
+    free = node("pay", "cex_withdrawal")
+    free["executor_key"] = plain.key
+    await template(svc, "free", [free], [])
+    return ServiceContext(svc.db, changed, registry), gated
+
+
+async def _node(svc: ServiceContext, rid: Any) -> dict[str, Any]:
+    row = await svc.db.fetchrow(NODE, {"rid": rid})
+    assert row is not None
+    return row
+
+
+async def test_a_slow_prepare_stalls_neither_the_api_nor_the_other_nodes_of_its_batch(
+    svc: ServiceContext,
+) -> None:
+    """The gated movement is the older: on main its prepare ran first inside the
+    batch's claim transaction, holding its request (the cancel waited) and the
+    free movement's node (never prepared until the gate opened)."""
+    ctx, gated = await _world(svc)
+    try:
+        slow = await movement(svc, "gated", key="slow")
+        free = await movement(svc, "free", key="free")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dispatch_ready_nodes, ctx)
+            with trio.fail_after(10):
+                await gated.entered.wait()
+
+            async def free_submitted() -> bool:
+                return states(await get_movement(svc.db, free["id"])) == {"pay": "SUBMITTED"}
+
+            await eventually(free_submitted, deadline=10)  # the other lane went on
+            leased = await _node(svc, slow["id"])
+            assert leased["node_state"] == "READY" and leased["dispatch_lease"] is not None
+            with trio.fail_after(5):  # the request is not held: the cancel answers
+                cancelled = await cancel_movement(svc.db, slow["id"], actor="bob")
+            assert cancelled["request_state"] == "CANCELLED"
+            gated.gate.set()  # the prepare answers: its write-ahead finds the node moved on
+        rows = await svc.db.fetch(SUBMITS)
+        free_node = (await get_movement(svc.db, free["id"]))["nodes"][0]["id"]
+        assert [(r["node_id"], r["duplicate_submits"]) for r in rows] == [(str(free_node), 0)]
+        after = await _node(svc, slow["id"])
+        assert after["node_state"] != "SUBMITTING" and after["node_state"] != "READY"
+        assert (await get_movement(svc.db, slow["id"]))["request_state"] == "CANCELLED"
+    finally:
+        await ctx.providers.aclose()
+
+
+async def test_a_prepare_past_half_the_lease_waits_and_sends_nothing(svc: ServiceContext) -> None:
+    ctx, _ = await _world(svc, node_observe_lease_seconds=0.4)
+    try:
+        m = await movement(svc, "gated", key="cut")
+        with trio.fail_after(10):
+            assert await dispatch_ready_nodes(ctx) == 1  # cut off at 0.2 s, the gate shut
+        row = await _node(svc, m["id"])
+        assert row["node_state"] == "READY" and row["error_code"] == "PREPARE_TIMEOUT"
+        assert row["dispatch_lease"] is None and row["dispatch_not_before"] is not None
+        assert await svc.db.fetch(SUBMITS) == []
+    finally:
+        await ctx.providers.aclose()
+
+
+async def test_a_killed_dispatchers_lease_expires_and_the_node_is_submitted_once(
+    svc: ServiceContext, dsn: str
+) -> None:
+    ctx, gated = await _world(svc, node_observe_lease_seconds=2.0)
+    try:
+        m = await movement(svc, "gated", key="killed")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dispatch_ready_nodes, ctx)
+            with trio.fail_after(10):
+                await gated.entered.wait()
+            nursery.cancel_scope.cancel()  # the runtime dies mid-prepare
+        assert (await _node(svc, m["id"]))["dispatch_lease"] is not None
+        gated.gate.set()
+        async with Database(dsn, max_size=2) as other_db:  # another runtime
+            other = ServiceContext(other_db, ctx.settings, ctx.providers)
+            assert await dispatch_ready_nodes(other) == 0  # the lease holds: not claimed
+
+            async def dispatched() -> int:
+                return await dispatch_ready_nodes(other)
+
+            assert await eventually(dispatched, deadline=10) == 1  # once it expired
+        assert states(await get_movement(svc.db, m["id"])) == {"pay": "SUBMITTED"}
+        assert [r["duplicate_submits"] for r in await svc.db.fetch(SUBMITS)] == [0]
+        assert gated.prepares == 2
+    finally:
+        await ctx.providers.aclose()
+
+
+class SlowPrepare(WrappedExecutor):
+    """The sandbox's cex executor with a prepare that takes a while (a slow RPC),
+    so racing dispatchers overlap in it."""
+
+    key = "slow_prepare"
+
+    async def prepare(self, ctx: ExecutionContext) -> Any:
+        await trio.sleep(0.02)  # the provider's latency, not a wait on a condition
+        return await self._inner.prepare(ctx)
+
+
+async def test_racing_dispatchers_submit_each_node_exactly_once(
+    svc: ServiceContext, dsn: str
+) -> None:
+    registry = build_registry(svc.settings, svc.db)
+    registry.add_executor(SlowPrepare(registry.executor_for("cex_withdrawal")))
+    slow = node("pay", "cex_withdrawal")
+    slow["executor_key"] = "slow_prepare"
+    await template(svc, "raced", [slow], [])
+    count = 24
+    for i in range(count):
+        await movement(svc, "raced", key=f"raced-{i}")
+    overlapping = running = 0
+
+    async def dispatcher(batch_size: int) -> None:
+        nonlocal overlapping, running
+        settings = svc.settings.replace(node_dispatch_batch_size=batch_size)
+        async with Database(dsn, max_size=4) as db:  # its own connections, as a process
+            ctx = ServiceContext(db, settings, registry)
+            with trio.fail_after(60):
+                while len(await svc.db.fetch(Q["submissions"])) < count:
+                    running += 1
+                    overlapping = max(overlapping, running)
+                    try:
+                        await dispatch_ready_nodes(ctx)
+                    finally:
+                        running -= 1
+                    await trio.lowlevel.checkpoint()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for batch_size in (1, 4, 4, 16):  # both claim paths
+                nursery.start_soon(dispatcher, batch_size)
+    finally:
+        await registry.aclose()
+    assert overlapping > 1  # they raced
+    rows = await svc.db.fetch(Q["submissions"])
+    assert len(rows) == count and len({r["request_node_id"] for r in rows}) == count
+    assert all(r["attempt_no"] == 1 and r["duplicate_submits"] == 0 for r in rows)
