@@ -28,7 +28,7 @@ import json
 import logging
 from typing import Any
 
-from qtg.db import Database, Jsonb, sql_family
+from qtg.db import Database, Jsonb, Tx, sql_family
 from qtg.domain.context import ExecutionContext
 from qtg.domain.custody import (
     COMPARED_ACTIONS,
@@ -92,13 +92,34 @@ async def sign_approved(
     problem = _problem(facts, signer, snap, context, prepared)
     if problem is not None:
         code, why = problem
-        await _page(db, snap, node, signer, code, why)
+        await _page(db, snap, node, signer.key, code, why)
         raise CustodyRefused(why, code=code, retry_after_seconds=REFUSED_RETRY_SECONDS)
     signature = await signer.sign(build_sign_request(context, prepared))
     if node.get("error_code") in REFUSAL_CODES:  # refused before, signed now: unpage
         key = _dedupe_key(node, node["error_code"])
         await db.fetchrow(SQL.resolve_refusal, {"dedupe_key": key})
     return signature
+
+
+async def seal_holds(
+    tx: Tx, signer_key: str, snap: Snapshot, node: dict[str, Any]
+) -> CustodyRefused | None:
+    """The seal check of `sign_approved` again, in the dispatcher's write-ahead
+    transaction on the rows as they are stored now (`snap`, read under its locks):
+    the signature was made with no lock held, so rows edited since would go out
+    under a seal that no longer matches them. None when it holds; else the
+    refusal (paged), for the caller to wait on: the signature is never written."""
+    facts = await tx.fetchrow(
+        SQL.signing_facts, {"request_id": snap.request["id"], "signer_key": signer_key}
+    )
+    sealed = seal_problem(
+        {**snap.request, "approval_seal": (facts or {}).get("approval_seal")}, snap.nodes
+    )
+    if sealed is None:
+        return None
+    code, why = sealed
+    await _page(tx, snap, node, signer_key, code, why)
+    return CustodyRefused(why, code=code, retry_after_seconds=REFUSED_RETRY_SECONDS)
 
 
 def _dedupe_key(node: dict[str, Any], code: str) -> str:
@@ -133,7 +154,7 @@ def _problem(
 
 
 async def _page(
-    db: Database, snap: Snapshot, node: dict[str, Any], signer: Signer, code: str, why: str
+    db: Database | Tx, snap: Snapshot, node: dict[str, Any], signer_key: str, code: str, why: str
 ) -> None:
     request_id = snap.request["id"]
     log.error(
@@ -141,7 +162,7 @@ async def _page(
         extra={
             "request_id": str(request_id),
             "node_key": node["node_key"],
-            "signer_key": signer.key,
+            "signer_key": signer_key,
             "error_code": code,
         },
     )
@@ -150,7 +171,7 @@ async def _page(
         {
             "dedupe_key": _dedupe_key(node, code),
             "subject": f"signature refused ({code}) for movement {request_id}",
-            "body": f"node {node['node_key']} (signer {signer.key}): {why}",
+            "body": f"node {node['node_key']} (signer {signer_key}): {why}",
             "links": Jsonb(
                 {"request_id": str(request_id), "node_key": node["node_key"], "error_code": code}
             ),

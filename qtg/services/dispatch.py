@@ -3,19 +3,33 @@
 With MG_NODE_DISPATCH_BATCH_SIZE=1, one node per pass (the reference): the
 claim walks unlocked FIFO candidates and claims each under a miss-only
 savepoint. Above 1 (issue 15), `dispatch_batch` claims up to that many nodes
-in one statement (an index walk in FIFO order), keeps the first per request
-(the others wait, locked and READY, for the next pass) and commits all their
-write-ahead rows at once; everything below then holds for each node of the
-batch. Then, still holding node and request:
-plan-hash drift check → ExecutionContext (with `$ref` resolution) → the
-plan's risk controls → preflight → prepare → sign. Then the write-ahead step
-(DESIGN §4): the node becomes SUBMITTING with its prepared action and
-idempotency key, and that is COMMITTED before the executor's submit is
-called. A crash after that commit leaves SUBMITTING, which node_recovery
-resolves through recover() — submit is never called twice for one attempt.
+in one statement (an index walk in FIFO order) and keeps the first per request
+(the others wait, READY, for the next pass); everything below then holds for
+each node of the batch.
+
+No lock is held across a provider call (issue 44 item 3; the observer's and
+recovery's lease pattern). In the claim's transaction, holding node and
+request: the request to EXECUTING, plan-hash drift check → ExecutionContext
+(with `$ref` resolution) → the plan's risk controls → the policy's word; then
+the node is leased — still READY, with the pass's token in dispatch_lease and
+a dispatch_not_before past the prepare's cut-off, so no claim walk takes it —
+and the claim commits. Then, with no transaction open: preflight → prepare →
+sign, cut off at half MG_NODE_OBSERVE_LEASE_SECONDS, grouped by executor, the
+groups side by side (`drive_leased`). Then the write-ahead step (DESIGN §4),
+one transaction per group: request and node locked again, the node goes on
+only if the lease still holds the token, it is READY in the same attempt and
+the request EXECUTING; the drift check runs again on what is stored now, the
+policy decides again and charges under its ledger's lock; the node becomes
+SUBMITTING with its prepared action and idempotency key, and that is
+COMMITTED before the executor's submit is called. A crash after that commit
+leaves SUBMITTING, which node_recovery resolves through recover() — submit is
+never called twice for one attempt. A crash before it leaves the node READY
+under a lease that expires (sql/dispatch/release_due.sql clears it like any
+due wait) and the node is claimed again: nothing was sent.
 
 Nothing before the write-ahead commit has a side effect, so any failure there
-is a safe FAILED (an operator may retry) — except a `RetryLater` (issue 24
+is a safe FAILED (an operator may retry), written by the write-ahead
+transaction under the lease — except a `RetryLater` (issue 24
 item 5: an RPC that does not answer, a fee above its cap): the node stays
 READY and is not claimed before its `dispatch_not_before`, a backoff capped
 by MG_NODE_TRANSIENT_RETRY_MAX_SECONDS, and pages past
@@ -25,7 +39,9 @@ the write-ahead commit, only the executor's own `SubmitRejected` (or
 dead database connection (psycopg.OperationalError), which says nothing about
 the provider: the node is left SUBMITTING, for recovery to find out.
 
-Lock order (relied on by `submit_all`): while the submits run and while their
+Lock order (relied on by `submit_all`): the claim and the write-ahead take a
+request, then its node (the write-ahead: its requests in id order, waiting),
+then the policy ledger's lock; prepare and sign hold none. While the submits run and while their
 outcomes are written, `submit_all` holds only its batch's SUBMITTING node rows
 (taken in one statement, in id order) and waits for no other lock. The request
 is locked afterwards, in a transaction of its own, to move the request on. The
@@ -842,14 +858,20 @@ def _goes_on(leased: Leased, row: dict[str, Any]) -> bool:
 async def _charged(
     ctx: ServiceContext, tx: Tx, snap: progress.Snapshot, node: dict[str, Any], leased: Leased
 ) -> Submission | None:
-    """The policy's decision under the ledger's lock, and the charge with the
-    write-ahead; the node's Submission, or None (blocked now: it waits)."""
+    """The approval seal checked again for a signed node (`custody.seal_holds`),
+    the policy's decision under the ledger's lock, and the charge with the
+    write-ahead; the node's Submission, or None (refused or blocked now: it waits)."""
+    assert leased.prepared is not None and leased.executor is not None
+    if leased.signature is not None and leased.prepared.signer_key:
+        refused = await custody.seal_holds(tx, leased.prepared.signer_key, snap, node)
+        if refused is not None:
+            await defer(ctx, tx, node, refused)
+            return None
     policy = await policies.check_at_dispatch(tx, snap.request, node)
     if policy.wait is not None:
         await defer(ctx, tx, node, policy.wait)
         return None
     await policies.charge(tx, policy)  # it goes out: its charge, with its write-ahead
-    assert leased.prepared is not None and leased.executor is not None
     key = idempotency_key(node["id"], leased.context.attempt_no)
     return Submission(
         request_id=snap.request["id"],

@@ -14,9 +14,12 @@ from typing import Any
 import trio
 import trio.lowlevel
 
-from qtg.db import Database, Query
+from qtg.db import Database, Jsonb, Query
 from qtg.domain.context import ExecutionContext
+from qtg.domain.execution import plan_from_rows
+from qtg.domain.plan import compiled_plan_hash
 from qtg.providers.registry import build_registry
+from qtg.services import progress
 from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.movements import cancel_movement, get_movement
@@ -203,3 +206,48 @@ async def test_racing_dispatchers_submit_each_node_exactly_once(
     rows = await svc.db.fetch(Q["submissions"])
     assert len(rows) == count and len({r["request_node_id"] for r in rows}) == count
     assert all(r["attempt_no"] == 1 and r["duplicate_submits"] == 0 for r in rows)
+
+
+FORGE = Query(
+    "tests/lease-forge",
+    "UPDATE movement_requests SET intent = %(intent)s, compiled_plan_hash = %(hash)s"
+    " WHERE id = %(rid)s",
+)
+
+
+async def test_rows_edited_while_signing_are_caught_by_the_seal_at_the_write_ahead(
+    svc: ServiceContext,
+) -> None:
+    """The signature is made with no lock held, on the claim's snapshot: an edit
+    between the claim and the write-ahead (the plan hash re-forged, so only the
+    approval seal can tell, as in tests/evm/test_custody.py) is caught under the
+    write-ahead's locks. The node waits, refused and paged; nothing is submitted."""
+    registry = build_registry(svc.settings, svc.db)
+    gated = GatedPrepare(registry.executor_for("evm_transfer"))
+    registry.add_executor(gated)
+    pay = node("pay", "evm_transfer")
+    pay["executor_key"] = "gated_prepare"
+    await template(svc, "sealed", [pay], [])
+    ctx = ServiceContext(svc.db, svc.settings, registry)
+    try:
+        m = await movement(svc, "sealed", key="sealed")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dispatch_ready_nodes, ctx)
+            with trio.fail_after(10):
+                await gated.entered.wait()  # claimed and leased, preparing
+            async with svc.db.transaction() as tx:
+                snap = await progress.load_snapshot(tx, m["id"], plan_edges=True)
+            intent = {**snap.request["intent"], "amount": "9000.00"}
+            plan = plan_from_rows(snap.nodes, snap.plan_edges)
+            forged = compiled_plan_hash(plan, intent, snap.request["input_params"])
+            with trio.fail_after(5):  # nothing holds the request
+                await svc.db.execute(
+                    FORGE, {"intent": Jsonb(intent), "hash": forged, "rid": m["id"]}
+                )
+            gated.gate.set()
+        row = await _node(svc, m["id"])
+        assert (row["node_state"], row["error_code"]) == ("READY", "CUSTODY_SEAL_MISMATCH")
+        assert row["dispatch_not_before"] is not None  # it waits, paged
+        assert await svc.db.fetch(SUBMITS) == []
+    finally:
+        await registry.aclose()
