@@ -818,8 +818,8 @@ async def _write_ahead(
                 continue
             if row["node_state"] == N.READY and row["attempt_no"] == leased.node["attempt_no"]:
                 ended.append(leased.node_id)
-            else:
-                await _release(leased)
+            elif leased.prepared is not None:  # as for a stopped lane
+                await release_unsubmitted(leased.executor, leased.context, leased.node_id)
         if ended:
             tx.defer(SQL.end_lease, {"lease": lease, "node_ids": ended})
         snaps = await progress.load_snapshots(
@@ -885,19 +885,22 @@ async def _charged(
     )
 
 
-async def _release(leased: Leased) -> None:
-    """Give back what a discarded attempt's prepare reserved (the executor's
-    `release_unsubmitted`, as for a stopped lane); a release that fails is
-    logged: evm_nonce_reaper reclaims what is left."""
-    release = getattr(leased.executor, "release_unsubmitted", None)
-    if release is None or leased.prepared is None:
+async def release_unsubmitted(
+    executor: Executor | None, context: ExecutionContext, node_id: Any
+) -> None:
+    """Give back what an attempt that will never be submitted took in prepare: the
+    executor's `release_unsubmitted(ctx)` (evm: a nonce reservation with no signed
+    bytes kept; bytes kept mean maybe broadcast, and those are never released). A
+    release that fails is logged: evm_nonce_reaper reclaims what is left."""
+    release = getattr(executor, "release_unsubmitted", None)
+    if release is None:
         return
     try:
-        await release(leased.context)
+        await release(context)
     except Exception as exc:
         log.warning(
-            "releasing a discarded attempt failed; the reaper reclaims it",
-            extra={"node_id": str(leased.node_id), "error": f"{type(exc).__name__}: {exc}"},
+            "releasing an unsubmitted attempt failed; the reaper reclaims it",
+            extra={"node_id": str(node_id), "error": f"{type(exc).__name__}: {exc}"},
         )
 
 
@@ -967,21 +970,10 @@ async def _back_to_ready(
     wait_seconds: float,
 ) -> None:
     """Send held SUBMITTING nodes whose submit did nothing back to READY (a new
-    attempt follows), after giving back what their prepare took: the executor's
-    `release_unsubmitted(ctx)` (evm: a nonce reservation with no signed bytes
-    kept; bytes kept mean maybe broadcast, and those are never released). A
-    release that fails is logged: evm_nonce_reaper reclaims what is left."""
+    attempt follows), after giving back what their prepare took
+    (`release_unsubmitted`)."""
     for sub in subs:
-        release = getattr(sub.executor, "release_unsubmitted", None)
-        if release is None:
-            continue
-        try:
-            await release(sub.context)
-        except Exception as exc:
-            log.warning(
-                "releasing an unsubmitted attempt failed; the reaper reclaims it",
-                extra={"node_id": str(sub.node_id), "error": f"{type(exc).__name__}: {exc}"},
-            )
+        await release_unsubmitted(sub.executor, sub.context, sub.node_id)
     if wait_seconds > 0:
         ctx.dispatch_waits.forget()  # a wait the last reading did not see
     await tx.fetch(

@@ -48,6 +48,10 @@ class GatedPrepare(WrappedExecutor):
         self.entered = trio.Event()
         self.gate = trio.Event()
         self.prepares = 0
+        self.released: list[str] = []  # the attempts given back, by node id
+
+    async def release_unsubmitted(self, ctx: ExecutionContext) -> None:
+        self.released.append(ctx.request_node_id)
 
     async def prepare(self, ctx: ExecutionContext) -> Any:
         self.prepares += 1
@@ -111,6 +115,9 @@ async def test_a_slow_prepare_stalls_neither_the_api_nor_the_other_nodes_of_its_
         after = await _node(svc, slow["id"])
         assert after["node_state"] != "SUBMITTING" and after["node_state"] != "READY"
         assert (await get_movement(svc.db, slow["id"]))["request_state"] == "CANCELLED"
+        # its attempt can never be written ahead now: what its prepare reserved is given back
+        slow_node = (await get_movement(svc.db, slow["id"]))["nodes"][0]["id"]
+        assert gated.released == [str(slow_node)]
     finally:
         await ctx.providers.aclose()
 
@@ -153,6 +160,36 @@ async def test_a_killed_dispatchers_lease_expires_and_the_node_is_submitted_once
         assert states(await get_movement(svc.db, m["id"])) == {"pay": "SUBMITTED"}
         assert [r["duplicate_submits"] for r in await svc.db.fetch(SUBMITS)] == [0]
         assert gated.prepares == 2
+    finally:
+        await ctx.providers.aclose()
+
+
+STEAL = Query(
+    "tests/lease-steal",
+    "UPDATE movement_request_nodes SET dispatch_lease = gen_random_uuid()"
+    " WHERE request_id = %(rid)s",
+)
+
+
+async def test_a_lost_lease_discards_the_prepared_action_and_releases_nothing(
+    svc: ServiceContext,
+) -> None:
+    """Another claim took the lease (after an expiry) while this pass prepared: the
+    write-ahead finds the token changed and writes nothing. It releases nothing
+    either: the new holder prepares the same attempt and gets the same nonce
+    reservation back, which a release would hand to another node."""
+    ctx, gated = await _world(svc)
+    try:
+        m = await movement(svc, "gated", key="stolen")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dispatch_ready_nodes, ctx)
+            with trio.fail_after(10):
+                await gated.entered.wait()
+            assert await svc.db.execute(STEAL, {"rid": m["id"]}) == 1
+            gated.gate.set()
+        row = await _node(svc, m["id"])
+        assert row["node_state"] == "READY" and row["dispatch_lease"] is not None
+        assert await svc.db.fetch(SUBMITS) == [] and gated.released == []
     finally:
         await ctx.providers.aclose()
 
