@@ -159,6 +159,11 @@ CASES: dict[str, tuple[str, set[str]]] = {
         {"movement_request_nodes_dispatch_waiting", "movement_request_nodes_pkey"},
     ),
     "dispatch/next_due": (NODES, {"movement_request_nodes_dispatch_waiting"}),
+    # issue 44 item 3: a dropped policy hold ends the POLICY_LIMIT waits
+    "dispatch/end_policy_waits": (
+        NODES,
+        {"movement_request_nodes_dispatch_waiting", "movement_request_nodes_pkey"},
+    ),
     "observe/claim_batch": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/list_due": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/next_due": (NODES, {"movement_request_nodes_observe_due"}),

@@ -119,6 +119,7 @@ SQL = sql_family(
     "take_lease",
     "relock",
     "end_lease",
+    "end_policy_waits",
 )
 
 N, R = NodeState, RequestState
@@ -220,7 +221,7 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
                 claimed = await walk.step(tx)
                 if claimed is None:
                     continue  # nothing claimed: this transaction did nothing
-                await _lease(ctx, tx, *claimed, leases)
+                await _lease(ctx, tx, lease, *claimed, leases)
                 defer_lease(ctx, tx, lease, leases)
         # the claim and its lease committed when the transaction above closed
         if walk.last is not None:
@@ -281,7 +282,7 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
             batch = first_per_request(rows)
             await policies.lock_for_dispatch(tx, (snap.request for snap in snaps.values()))
             for row in batch:
-                await _lease(ctx, tx, row["id"], snaps[row["request_id"]], leases)
+                await _lease(ctx, tx, lease, row["id"], snaps[row["request_id"]], leases)
             defer_lease(ctx, tx, lease, leases)  # the whole batch's, in one statement
     # the claim and its leases committed when the block above closed; it also
     # released the rows left out of the batch, still READY
@@ -557,6 +558,8 @@ class Leased:
     failure: tuple[str, str] | None = None
     #: a transient fault: the node stays READY and waits (issue 24 item 5)
     wait: RetryLater | None = None
+    #: the claim held the movement's policy charge for the lease (`policies.hold`)
+    held: bool = False
 
     @property
     def request_id(self) -> Any:
@@ -597,6 +600,7 @@ async def _fail(
 async def _lease(
     ctx: ServiceContext,
     tx: Tx,
+    lease: uuid.UUID,
     node_id: Any,
     snap: progress.Snapshot,
     leases: list[Leased],
@@ -636,12 +640,15 @@ async def _lease(
         return
 
     # Issue 45: a policy that blocks the movement now keeps it from being prepared
-    # at all; it decides again, and charges, in the write-ahead transaction.
+    # at all. Allowed, its charge is held while it prepares with no lock held, so
+    # no other movement is let out on the same room meanwhile; the write-ahead
+    # transaction decides again and writes the charge with the write-ahead.
     policy = await policies.check_at_dispatch(tx, snap.request, node)
     if policy.wait is not None:
         await defer(ctx, tx, node, policy.wait)
         return
-    leases.append(Leased(snap, node, context))
+    await policies.hold(tx, policy, lease, lease_seconds(ctx))
+    leases.append(Leased(snap, node, context, held=policy.charge is not None))
 
 
 def lease_seconds(ctx: ServiceContext) -> float:
@@ -772,7 +779,8 @@ async def _write_ahead(
     it was leased in and the request EXECUTING; then, on a snapshot read under
     those locks, the plan-hash drift check again, the failures and waits of
     `prepare_leased`, and the policy's decision and charge under the accumulation
-    ledger's lock (a charge commits with its write-ahead or not at all). The
+    ledger's lock (a charge commits with its write-ahead or not at all; the hold
+    the claim took for it ends in the same commit). The
     write-ahead rows of the group are deferred in one statement, committed when
     the transaction closes; their Submissions, in claim order, are returned.
 
@@ -840,7 +848,16 @@ async def _write_ahead(
                 submission = await _charged(ctx, tx, snap, node, leased)
                 if submission is not None:
                     submissions.append(submission)
+                else:  # it waits: its nonce goes to the next reservation, not into a gap
+                    await release_unsubmitted(leased.executor, leased.context, leased.node_id)
         defer_write_ahead(tx, submissions, owner=ctx.instance_id)
+        # the lease's policy holds end here: charged with their write-ahead, or not
+        policies.drop_holds(tx, lease, [leased.request_id for leased in group])
+        written = {sub.node_id for sub in submissions}
+        if any(leased.held and leased.node_id not in written for leased in group):
+            # a hold dropped without its charge gives its room back to the nodes
+            # that wait on a policy limit: they are decided again at once
+            tx.defer(SQL.end_policy_waits, RELEASE_DUE_PARAMS)
     return submissions
 
 

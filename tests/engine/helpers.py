@@ -179,7 +179,7 @@ async def write_ahead_one(svc: ServiceContext) -> Submission | None:
     async with svc.db.transaction() as tx:
         claimed = await ClaimWalk(svc.settings.network_class).step(tx)
         assert claimed is not None
-        await _lease(svc, tx, *claimed, leases)
+        await _lease(svc, tx, lease, *claimed, leases)
         defer_lease(svc, tx, lease, leases)
     for leased in leases:
         await prepare_leased(svc, leased)

@@ -24,7 +24,16 @@ from qtg.services.context import ServiceContext
 from qtg.services.dispatch import dispatch_ready_nodes
 from qtg.services.movements import cancel_movement, get_movement
 
-from .helpers import Q, WrappedExecutor, eventually, movement, node, states, template
+from .helpers import (
+    Q,
+    WrappedExecutor,
+    eventually,
+    movement,
+    node,
+    states,
+    template,
+    with_settings,
+)
 
 NODE = Query(
     "tests/lease-node",
@@ -288,3 +297,40 @@ async def test_rows_edited_while_signing_are_caught_by_the_seal_at_the_write_ahe
         assert await svc.db.fetch(SUBMITS) == []
     finally:
         await registry.aclose()
+
+
+async def test_a_policy_charge_is_held_while_its_movement_prepares_with_no_lock(
+    svc: ServiceContext, dsn: str
+) -> None:
+    """Cap 250, two movements of 200. The first is claimed and prepares (held at
+    the gate) with no lock held: its charge is held with its lease, so a second
+    runtime's dispatcher finds the room taken and the second movement waits,
+    unsigned, instead of both being signed and one discarded at its write-ahead.
+    Then the first goes out, charged once, and the hold is gone."""
+    from .test_policy_dispatch import CAP, CHARGED, WAITING, activate
+
+    ctx, gated = await _world(svc)
+    try:
+        await activate(svc, CAP)
+        first = await movement(svc, "gated", amount="200", key="first")
+        second = await movement(svc, "free", amount="200", key="second")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dispatch_ready_nodes, with_settings(ctx, node_dispatch_batch_size=1))
+            with trio.fail_after(10):
+                await gated.entered.wait()  # the first is leased, its charge held
+            async with Database(dsn, max_size=2) as other_db:  # another runtime
+                other = ServiceContext(other_db, ctx.settings, ctx.providers)
+                assert await dispatch_ready_nodes(other) == 1  # decided: it waits
+            [waiting] = await svc.db.fetch(WAITING)
+            assert waiting == {"node_state": "READY", "error_code": "POLICY_LIMIT", "waits": True}
+            gated.gate.set()
+        assert states(await get_movement(svc.db, first["id"])) == {"pay": "SUBMITTED"}
+        assert states(await get_movement(svc.db, second["id"])) == {"pay": "READY"}
+        charged = await svc.db.fetchrow(CHARGED)
+        assert charged is not None and (charged["s"], charged["n"]) == (200, 1)
+        assert await svc.db.fetchval(HOLDS) == 0
+    finally:
+        await ctx.providers.aclose()
+
+
+HOLDS = Query("tests/lease-holds", "SELECT count(*) FROM policy_holds")
