@@ -3,7 +3,7 @@
     .venv/bin/pip install -e '.[bench]'     # once: py-spy for the profile
     .venv/bin/python -m bench               # the full run (writes bench/results/latest.md)
     .venv/bin/python -m bench --quick       # smaller counts, to try the machinery
-    .venv/bin/python -m bench --peers       # + PgQueuer and Procrastinate in the same run
+    .venv/bin/python -m bench --peers       # + PgQueuer, Procrastinate and DBOS in the same run
     .venv/bin/python -m bench --waiting     # only the waiting-work figures (bench/waiting.py)
 
 Everything runs against a private PostgreSQL started for the run (bench/server.py)
@@ -236,7 +236,7 @@ class Bench:
                 ),
             )
             for p in self.r.peers:
-                self.say(f"peer {p.name}: pickup {p.pickup}, drain {p.jobs_per_s} jobs/s")
+                self.say(f"peer {p.name}: pickup {p.pickup}, drain {p.jobs_per_s} {p.unit}/s")
 
         if self.polling:
             await self.phase("polling", lambda: self.polling_phase(base, backlog))
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--peers",
         action="store_true",
-        help="also measure PgQueuer and Procrastinate (bench extra) side by side",
+        help="also measure PgQueuer, Procrastinate and DBOS (bench extra) side by side",
     )
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.md")
     args = parser.parse_args(argv)

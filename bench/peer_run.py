@@ -1,6 +1,8 @@
-"""One peer job queue measured in a process of its own (asyncio: both peers are asyncio libraries).
+"""One peer measured in a process of its own (asyncio: the peers are asyncio libraries, or, DBOS,
+driven from asyncio with its worker in a process of its own: bench/peer_dbos.py).
 
-    python -m bench.peer_run {pgqueuer|procrastinate} {pickup|drain} DSN COUNT [WARMUP]
+    python -m bench.peer_run {pgqueuer|procrastinate|dbos-1ms|dbos} {pickup|drain} \
+         DSN COUNT [WARMUP]
     python -m bench.peer_run {floor-claim|floor-write-ahead|floor-qtg-statements} \
          pickup DSN COUNT [WARMUP]
 
@@ -122,6 +124,12 @@ async def procrastinate_run(figure: str, dsn: str, count: int, warmup: int) -> d
         return {"jobs": count, "wall_s": wall, "jobs_per_s": count / wall}
 
 
+async def dbos_run(peer: str, figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
+    from bench import peer_dbos
+
+    return await peer_dbos.run(peer, figure, dsn, count, warmup)
+
+
 async def floor_qtg_run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
     from bench import floor_qtg
 
@@ -137,6 +145,9 @@ async def floor_run(shape: str, figure: str, dsn: str, count: int, warmup: int) 
 PEERS = {
     "pgqueuer": pgqueuer_run,
     "procrastinate": procrastinate_run,
+    # the durable-execution peer (issue 47): its queue polled at 1 ms and at its default
+    "dbos-1ms": functools.partial(dbos_run, "dbos-1ms"),
+    "dbos": functools.partial(dbos_run, "dbos"),
     # not queues: the least a pickup of each shape can do (bench/floor.py)
     "floor-claim": functools.partial(floor_run, "floor-claim"),
     "floor-write-ahead": functools.partial(floor_run, "floor-write-ahead"),

@@ -1,9 +1,12 @@
-"""Peers in the same run: PgQueuer and Procrastinate on the same private server as qtg.
+"""Peers in the same run: PgQueuer and Procrastinate (queues: the floor), and DBOS Transact (a
+durable-execution engine: qtg's kind of work, bench/peer_dbos.py), on the same private server
+as qtg.
 
 `python -m bench --peers` measures, for each peer, the two figures qtg is compared on:
 - pickup: enqueue commit → claim commit, one job at a time on an idle worker, from
   PostgreSQL's commit timestamps (the same method as qtg's pickup, bench/latency.py);
-- drain: the rate at which one worker process empties a backlog of no-op jobs.
+- drain: the rate at which one worker process empties a backlog of no-op jobs (DBOS: of 3-step
+  no-op workflows, counted in steps, as qtg's drain counts nodes of 3-node movements).
 
 Each peer runs in its own process (bench/peer_run.py, asyncio) on its own database, one figure
 at a time with nothing else of the benchmark running, exactly as qtg's figures are taken.
@@ -21,7 +24,17 @@ import trio
 from bench.server import PrivateServer
 from bench.stats import Summary
 
-PEERS = ("pgqueuer", "procrastinate")
+PEERS = ("pgqueuer", "procrastinate", "dbos-1ms", "dbos")
+#: What a peer's drain counts (a DBOS workflow is three steps, checkpointed each).
+UNITS = {"dbos-1ms": "steps", "dbos": "steps"}
+#: Issue 47's targets per peer: (qtg's pickup p50 / the peer's at most, qtg's drain / the
+#: peer's at least). DBOS's are against its 1 ms polling (the same work); PgQueuer's the floor.
+TARGETS = {"dbos-1ms": (1 / 3, 2.0), "pgqueuer": (1.5, 0.25)}
+#: Fewer samples where a figure costs its polling interval each (DBOS at its default 1 s:
+#: 500 pickups would take ten minutes), fewer workflows where a drain runs at a few hundred
+#: steps per second: what a peer's run takes stays inside PEER_DEADLINE_SECONDS.
+PICKUP_CAP = {"dbos": 100}
+DRAIN_CAP = {"dbos-1ms": 5000, "dbos": 5000}
 #: A peer's figure that takes longer than this is reported as a problem, not waited for.
 PEER_DEADLINE_SECONDS = 300.0
 
@@ -34,6 +47,8 @@ class PeerResult:
     breakdown: dict[str, list[float]] = field(default_factory=dict)
     jobs_per_s: float | None = None
     drain_jobs: int = 0
+    #: what jobs_per_s counts: "jobs", or "steps" for DBOS (three a workflow)
+    unit: str = "jobs"
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -96,12 +111,13 @@ async def measure(
     results = []
     for peer in PEERS:
         result = PeerResult(peer)
+        samples = min(pickup_samples, PICKUP_CAP.get(peer, pickup_samples))
+        jobs = min(drain_jobs, DRAIN_CAP.get(peer, drain_jobs))
         try:
-            result = await measure_pickup(
-                server, peer, samples=pickup_samples, warmup=pickup_warmup
-            )
-            result.jobs_per_s = await measure_drain(server, peer, jobs=drain_jobs)
-            result.drain_jobs = drain_jobs
+            result = await measure_pickup(server, peer, samples=samples, warmup=pickup_warmup)
+            result.jobs_per_s = await measure_drain(server, peer, jobs=jobs)
+            result.drain_jobs = jobs
+            result.unit = UNITS.get(peer, "jobs")
         except (RuntimeError, trio.TooSlowError, ValueError, KeyError) as exc:
             result.problems.append(f"peer {peer}: {exc or type(exc).__name__}")
         results.append(result)

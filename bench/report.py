@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import peers
 from bench.latency import LatencyResult
 from bench.memory import IdleMemory
 from bench.peers import PeerResult
@@ -297,7 +298,8 @@ def _table(r: Results) -> str:
 
 
 def _peers(r: Results) -> list[str]:
-    """PgQueuer and Procrastinate beside qtg, as ratios (`--peers`)."""
+    """PgQueuer, Procrastinate and DBOS beside qtg, as ratios against issue 47's targets
+    (`--peers`)."""
     if not r.peers:
         return []
     pickup = r.latency.get(("pickup", True))
@@ -306,30 +308,47 @@ def _peers(r: Results) -> list[str]:
     out = [
         "\n## Peers in the same run (same private server, bench/peers.py)\n",
         "Pickup: enqueue commit → claim commit on an idle worker, from commit timestamps "
-        "(qtg: READY commit → SUBMITTING commit). Drain: one worker process emptying a "
-        "backlog of no-op jobs (qtg: nodes of 3-node sandbox movements, each with a "
-        "write-ahead commit before its submit). Ratio = qtg's figure / the peer's "
-        "(pickup: below 1 is faster; drain: above 1 is faster).\n",
+        "(qtg: READY commit → SUBMITTING commit; DBOS: enqueue commit → its first step's "
+        "checkpoint commit, queue polled at 1 ms (dbos-1ms) or at its default 1 s (dbos)). "
+        "Drain: one worker process emptying a backlog of no-op jobs (qtg: nodes of 3-node "
+        "sandbox movements, each with a write-ahead commit before its submit; DBOS: steps of "
+        "3-step no-op workflows, each checkpointed). Ratio = qtg's figure / the peer's "
+        "(pickup: below 1 is faster; drain: above 1 is faster). Target: issue 47's, for "
+        "the peer that does qtg's work (DBOS at 1 ms) and for the floor (PgQueuer).\n",
         "| runtime | pickup p50 / p99 ms | qtg pickup ratio p50 / p99 | drain | "
-        "qtg drain ratio |\n|---|---|---|---|---|",
+        "qtg drain ratio | target (pickup / drain ratio) |\n|---|---|---|---|---|---|",
     ]
     if ours is not None:
         out.append(
             f"| qtg | {_f(ours.p50)} / {_f(ours.p99)} (n={ours.n}) | 1 / 1 | "
-            f"{_f(one.nodes_per_s) if one else '—'} nodes/s | 1 |"
+            f"{_f(one.nodes_per_s) if one else '—'} nodes/s | 1 | |"
         )
     for peer in r.peers:
         s = peer.pickup
-        ratio = (
-            f"{ours.p50 / s.p50:.2f} / {ours.p99 / s.p99:.2f}" if ours is not None and s.n else "—"
-        )
-        drain = f"{_f(peer.jobs_per_s)} jobs/s" if peer.jobs_per_s else "—"
-        drain_ratio = f"{one.nodes_per_s / peer.jobs_per_s:.2f}" if one and peer.jobs_per_s else "—"
+        p50 = ours.p50 / s.p50 if ours is not None and s.n else None
+        ratio = f"{p50:.2f} / {ours.p99 / s.p99:.2f}" if ours is not None and s.n else "—"
+        drain = f"{_f(peer.jobs_per_s)} {peer.unit}/s" if peer.jobs_per_s else "—"
+        rate = one.nodes_per_s / peer.jobs_per_s if one and peer.jobs_per_s else None
+        drain_ratio = f"{rate:.2f}" if rate is not None else "—"
         out.append(
             f"| {peer.name} | {_f(s.p50)} / {_f(s.p99)} (n={s.n}) | {ratio} | "
-            f"{drain} | {drain_ratio} |"
+            f"{drain} | {drain_ratio} | {_peer_target(peer.name, p50, rate)} |"
         )
     return out
+
+
+def _peer_target(name: str, pickup_ratio: float | None, drain_ratio: float | None) -> str:
+    """Issue 47's target for this peer (bench/peers.py TARGETS), and whether this run met it."""
+    if name not in peers.TARGETS:
+        return ""
+    most, least = peers.TARGETS[name]
+
+    def mark(ok: bool | None) -> str:
+        return "?" if ok is None else ("✅" if ok else "❌")
+
+    pickup_ok = None if pickup_ratio is None else pickup_ratio <= most
+    drain_ok = None if drain_ratio is None else drain_ratio >= least
+    return f"≤ {most:.2f} {mark(pickup_ok)} / ≥ {least:.2f} {mark(drain_ok)}"
 
 
 def _details(r: Results) -> list[str]:

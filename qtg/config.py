@@ -177,6 +177,13 @@ class Settings:
     node_observe_provider_concurrency: int = setting(
         "MG_NODE_OBSERVE_PROVIDER_CONCURRENCY", 16, minimum=1
     )
+    # Claimed observer batches one runtime has in flight at once: a
+    # claiming batch hands what it leased to the providers and claims the next while
+    # those calls are out, so a slow provider's batch holds a slot, not the claims; each
+    # batch's nodes are written per provider as that provider answers. At least
+    # MG_NODE_OBSERVE_CONCURRENCY (the batches that claim at once); more lets claims go
+    # on past batches still waiting on a provider.
+    node_observe_batches_in_flight: int = setting("MG_NODE_OBSERVE_BATCHES_IN_FLIGHT", 8, minimum=1)
     # How long a dispatch stretch (claim to write-ahead commit) may hold the observer's
     # next claim and provider calls back, from the stretch's start: the money path's
     # right of way over waiting work (qtg/services/right_of_way.py). 0 (the default since
@@ -679,6 +686,30 @@ class Settings:
     # cctp_mint_status's poll.
     cctp_mint_poll_seconds: float = interval("MG_CCTP_MINT_POLL_SECONDS", 5.0)
 
+    # ---- Stargate: the `stargate` provider (Stargate V2 sends over LayerZero V2)
+    # The chains it sends from and delivers on: a JSON list of {chain_id, eid, pool,
+    # endpoint, token} (see the Stargate provider).
+    stargate_chains: str = setting("MG_STARGATE_CHAINS", "")
+    # stargate_delivery's poll of the destination chain for the GUID's OFTReceived.
+    stargate_delivery_poll_seconds: float = interval("MG_STARGATE_DELIVERY_POLL_SECONDS", 10.0)
+
+    # ---- deBridge DLN: the `debridge` provider (createOrder, a taker's fulfilment)
+    # The chains: a JSON list of {chain_id, dln_source, dln_destination, tokens:
+    # {ASSET: address}} (see the deBridge provider).
+    debridge_chains: str = setting("MG_DEBRIDGE_CHAINS", "")
+    # DLN's order-status API (GET /api/Orders/{orderId}), a hint beside the chain.
+    debridge_status_url: str = setting("MG_DEBRIDGE_STATUS_URL", "https://stats-api.dln.trade")
+    # Bound of one status API request.
+    debridge_status_timeout_seconds: float = interval("MG_DEBRIDGE_STATUS_TIMEOUT_SECONDS", 10.0)
+    # debridge_fulfillment's poll (the reference's observe interval: 30 s).
+    debridge_fulfillment_poll_seconds: float = interval(
+        "MG_DEBRIDGE_FULFILLMENT_POLL_SECONDS", 30.0
+    )
+    # An order no taker fulfilled this long after its creation pages (warning).
+    debridge_unfulfilled_page_seconds: float = interval(
+        "MG_DEBRIDGE_UNFULFILLED_PAGE_SECONDS", 1800.0
+    )
+
     # ---- speed: batched observation
     # true: an observer pass claims up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
     # statement, observes them side by side and commits every outcome in one
@@ -740,6 +771,15 @@ class Settings:
         from qtg.domain.cctp import parse_chains
 
         parse_chains(settings.cctp_chains)
+        # ---- Stargate (issue 46): likewise.
+        from qtg.domain.stargate import parse_chains as parse_stargate_chains
+
+        parse_stargate_chains(settings.stargate_chains)
+
+        # ---- deBridge (issue 46): a bad chain list stops start-up here.
+        from qtg.domain.debridge import parse_chains as parse_debridge_chains
+
+        parse_debridge_chains(settings.debridge_chains)
         settings.validate_security()
         # ---- audit anchoring (issue 17 item 4): an unreadable or short key stops start-up.
         audit_keys(settings)

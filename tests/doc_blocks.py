@@ -64,3 +64,31 @@ def page_section(title: str) -> str:
                     body.append(rest)
                 return "\n".join(body)
     raise AssertionError(f"no docs heading {title!r}")
+
+
+def run_block(marker: str, env: dict[str, str], deadline: float, tmp_path: Path) -> tuple:
+    """Run the marked block by bash (`set -euo pipefail`) from the repository, its
+    background processes in one process group ended after it; (returncode, stdout,
+    the end of stderr)."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+
+    # files, not pipes: the session's background processes keep a pipe open past its end
+    out_file, err_file = tmp_path / "out", tmp_path / "err"
+    with out_file.open("w") as out_fd, err_file.open("w") as err_fd:
+        session = subprocess.Popen(
+            ["bash", "-c", "set -euo pipefail\n" + marked_block(marker)],
+            env=env,
+            cwd=REPO,
+            stdout=out_fd,
+            stderr=err_fd,
+            start_new_session=True,  # its background chains, services and runtime: one group
+        )
+        try:
+            session.wait(timeout=deadline)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(session.pid, signal.SIGTERM)
+    return session.returncode, out_file.read_text(), err_file.read_text()[-4000:]

@@ -94,7 +94,7 @@ def test_readme_is_short_and_keeps_its_markers() -> None:
         assert marked_file(marker) == README, marker
 
 
-@pytest.mark.parametrize("marker", ["session:ccxt", "cctp-session"])
+@pytest.mark.parametrize("marker", ["session:ccxt", "cctp-session", "debridge-session"])
 def test_provider_sessions_live_in_one_docs_page(marker: str) -> None:
     assert marked_file(marker).is_relative_to(DOCS)
 

@@ -284,15 +284,20 @@ def _explain_text(
     return (json.loads(out) if isinstance(out, str) else out)[0]
 
 
-def _explain_generic(dsn: str, query: str, params: dict[str, Any]) -> dict[str, Any]:
+def _explain_generic(
+    dsn: str, query: str, params: dict[str, Any], before: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """EXPLAIN ANALYZE of `query`'s generic plan — the one a connection keeps for
-    a prepared statement after its first five calls — rolled back. The
+    a prepared statement after its first five calls — after the statements
+    `before` (same params) in the same transaction, all rolled back. The
     statement is PREPAREd with its parameters as $n and EXECUTEd with their
     values as literals (plan_cache_mode = force_generic_plan)."""
     text = _text(query)
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", text)))
     prepared = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m[1]) + 1}", text)
     with psycopg.connect(dsn) as conn:
+        for earlier in before:
+            conn.execute(_text(earlier), params)
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.execute(f"PREPARE claim AS {prepared.replace('%%', '%')}".encode())
         cur = psycopg.ClientCursor(conn)
@@ -489,10 +494,19 @@ BY_KEY: dict[str, set[str]] = {
 
 @pytest.fixture(scope="module")
 def keys(burst_dsn: str) -> dict[str, Any]:
+    return _keys(burst_dsn)
+
+
+@pytest.fixture(scope="module")
+def fresh_keys(fresh_dsn: str) -> dict[str, Any]:
+    return _keys(fresh_dsn)
+
+
+def _keys(dsn: str) -> dict[str, Any]:
     """Parameters for BY_KEY: a batch of due OBSERVING nodes (leased by take_lease
     first where a statement needs the lease), their requests, a batch of READY
     nodes, one UNKNOWN node."""
-    with psycopg.connect(burst_dsn) as conn:
+    with psycopg.connect(dsn) as conn:
         observing = conn.execute(
             "SELECT id, attempt_no, request_id FROM movement_request_nodes"
             " WHERE node_state = 'OBSERVING' ORDER BY request_created_at DESC LIMIT %s",
@@ -667,6 +681,12 @@ def test_each_batch_statement_probes_its_keys_on_stale_statistics(
         "progress/load_plan_edges": ("progress/name_requests",),
     }.get(query, ())
     explained = _explain(burst_dsn, query, _by_key_params(query, keys), before)
+    _assert_probes(query, explained)
+
+
+def _assert_probes(query: str, explained: dict[str, Any]) -> None:
+    """`query` reaches the growing tables only through its keys (BY_KEY), and
+    stops near its batch."""
     allowed = BY_KEY[query]
     via: set[str] = set()
     for scan in _scans(explained["Plan"]):
@@ -678,10 +698,59 @@ def test_each_batch_statement_probes_its_keys_on_stale_statistics(
             assert index in allowed, (query, kind, index)
             via.add(index)
     assert via, query
-    if query in ("observe/check_leases", "observe/record_pending_batch"):
-        # the leased nodes are found (and locked, or written)
-        assert explained["Plan"]["Actual Rows"] == BATCH
+    if query in OBSERVER_RECHECK or query == "observe/record_pending_batch":
+        # the leased nodes (their requests) are found, and locked or written
+        assert explained["Plan"]["Actual Rows"] == BATCH, (query, explained["Plan"])
     _bounded(query, explained, BATCH)
+
+
+#: The observer's second transaction (issue 25 item 5), the two statements of
+#: issue 47 item 3: each with what runs before it in that transaction.
+OBSERVER_RECHECK: dict[str, tuple[str, ...]] = {
+    "observe/check_leases": ("observe/take_lease",),
+    "observe/relock_requests": (),
+}
+
+
+@pytest.mark.parametrize("query", sorted(OBSERVER_RECHECK))
+def test_the_observers_recheck_keeps_its_probes_as_a_generic_plan_on_fresh_statistics(
+    fresh_dsn: str, fresh_keys: dict[str, Any], query: str
+) -> None:
+    """Issue 47 item 3: the observer's lease check and re-lock, as the plan a
+    pooled connection keeps (the generic one), with statistics taken after the
+    burst, still probe each of a batch of BATCH ids by primary key and find
+    every one (a plan costed for an array of unknown length may prefer a walk
+    of a state index: the EXECUTING requests, the observable nodes)."""
+    params = _by_key_params(query, fresh_keys)
+    explained = _explain_generic(fresh_dsn, query, params, OBSERVER_RECHECK[query])
+    _assert_probes(query, explained)
+
+
+@pytest.mark.parametrize("statistics", ["stale", "fresh"])
+@pytest.mark.parametrize("query", sorted(OBSERVER_RECHECK))
+def test_the_observers_recheck_is_planned_once_per_connection(
+    request: pytest.FixtureRequest, statistics: str, query: str
+) -> None:
+    """Issue 47 item 3: after PostgreSQL's five custom plans, every call of the
+    lease check and of the re-lock reuses the generic plan (a statement taking
+    its ids as an array can be planned anew at every call, as the snapshot
+    loads were: issue 29), on stale and on fresh statistics."""
+    dsn = request.getfixturevalue("burst_dsn" if statistics == "stale" else "fresh_dsn")
+    params = _by_key_params(query, _keys(dsn))
+    calls = 8
+    with psycopg.connect(dsn) as conn:
+        for earlier in OBSERVER_RECHECK[query]:
+            conn.execute(_text(earlier), params)
+        for _ in range(calls):  # one transaction: a ROLLBACK drops psycopg's prepared ones
+            rows = conn.execute(_text(query), params, prepare=True).fetchall()
+            assert len(rows) == BATCH, query
+        # the connection's one prepared statement (what ran before it, once, is not)
+        [(generic, custom)] = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+        ).fetchall()
+        conn.rollback()
+    assert generic + custom == calls, (query, generic, custom)
+    assert custom <= CUSTOM_PLANS_FIRST, (query, generic, custom)
 
 
 def test_the_batch_claims_lease_probes_the_ids_the_claim_recorded(burst_dsn: str) -> None:

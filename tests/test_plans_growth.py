@@ -273,6 +273,57 @@ def test_take_lease_probes_its_batch_by_primary_key_after_the_burst(grown: Grown
     assert read <= 5 * BATCH < pages, (read, pages)
 
 
+#: The observer's second transaction (issue 25 item 5; issue 47 item 3): the
+#: lease check and the re-lock, each on the table it probes.
+RECHECK = {
+    "observe/check_leases": ("movement_request_nodes", NODES_PKEY),
+    "observe/relock_requests": ("movement_requests", REQUESTS_PKEY),
+}
+
+
+@pytest.mark.parametrize("query", sorted(RECHECK))
+def test_the_observers_recheck_probes_its_batch_by_primary_key_after_the_burst(
+    grown: Grown, query: str
+) -> None:
+    """The plan made on the empty tables, run on a batch of BATCH leased nodes
+    after the burst: one primary-key probe per id, every one found, a few
+    buffers each (a walk of the observable nodes or of the EXECUTING requests
+    reads thousands)."""
+    conn = grown.conn
+    observing = conn.execute(
+        "SELECT id, attempt_no, request_id FROM movement_request_nodes"
+        " WHERE node_state = 'OBSERVING' LIMIT %s",
+        (BATCH,),
+    ).fetchall()
+    values: dict[str, Any] = {
+        "lease": uuid.uuid4(),
+        "lease_seconds": 30.0,
+        "node_ids": [r[0] for r in observing],
+        "attempts": [r[1] for r in observing],
+        "request_ids": [r[2] for r in observing],
+    }
+    _, names = _prepared(load_query(*query.split("/")).text)
+    name, _ = grown.arity[query]
+    cur = psycopg.ClientCursor(conn)
+    with conn.transaction(force_rollback=True):
+        conn.execute(load_query("observe", "take_lease").text, values)  # the lease it checks
+        cur.execute(
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {name}"
+            f"({', '.join(['%s'] * len(names))})",
+            [values[n] for n in names],
+        )
+        row = cur.fetchone()
+    assert row is not None
+    plan = (json.loads(row[0]) if isinstance(row[0], str) else row[0])[0]["Plan"]
+    table, key = RECHECK[query]
+    [scan] = [s for s in _scans(plan) if s.get("Relation Name") == table]
+    assert (scan["Node Type"], scan.get("Index Name")) == ("Index Scan", key), scan
+    assert scan["Actual Rows"] * scan["Actual Loops"] == BATCH
+    assert plan["Actual Rows"] == BATCH
+    read = scan["Shared Hit Blocks"] + scan["Shared Read Blocks"]
+    assert read <= 5 * BATCH, read
+
+
 def test_without_the_pool_settings_the_empty_tables_plan_is_kept(
     admin_dsn: str, template_db: str
 ) -> None:

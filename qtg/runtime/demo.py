@@ -75,6 +75,30 @@ DEMO_TEMPLATES: tuple[dict[str, Any], ...] = (
             ],
         },
     },
+    {
+        "template_key": "debridge.usdc_swap_bridge",
+        "name": "Demo: deBridge DLN order, two steps",
+        "description": "Create a DLN order on the source chain, watch a taker fulfil it.",
+        "graph": {
+            "nodes": [
+                _node("send", "action", "debridge_send"),
+                _node("fulfillment", "observe", "debridge_fulfillment"),
+            ],
+            "edges": [["send", "fulfillment"]],
+        },
+    },
+    {
+        "template_key": "stargate.usdt_bridge",
+        "name": "Demo: Stargate V2 send, two steps",
+        "description": "Send on the source chain's pool, watch LayerZero deliver it.",
+        "graph": {
+            "nodes": [
+                _node("send", "action", "stargate_send"),
+                _node("delivery", "observe", "stargate_delivery"),
+            ],
+            "edges": [["send", "delivery"]],
+        },
+    },
 )
 
 

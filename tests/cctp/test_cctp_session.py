@@ -3,16 +3,14 @@ written (ports moved off the defaults so parallel runs never clash), against a f
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from doc_blocks import REPO, marked_block
+from doc_blocks import run_block
 from evm.anvil import find_binary, free_port
 from runtime.rt_procs import base_env
 
@@ -58,24 +56,8 @@ def test_readme_cctp_session_moves_12_5_usdc(dsn: str, tmp_path) -> None:
         QTG_PYTHON=sys.executable,
     )
     deadline = session_deadline()
-    # files, not pipes: the session's background processes keep a pipe open past its end
-    out_file, err_file = tmp_path / "out", tmp_path / "err"
-    with out_file.open("w") as out_fd, err_file.open("w") as err_fd:
-        session = subprocess.Popen(
-            ["bash", "-c", "set -euo pipefail\n" + marked_block("cctp-session")],
-            env=env,
-            cwd=REPO,
-            stdout=out_fd,
-            stderr=err_fd,
-            start_new_session=True,  # its background anvils, attester and runtime: one group
-        )
-        try:
-            session.wait(timeout=deadline)
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(session.pid, signal.SIGTERM)
-    out, err = out_file.read_text(), err_file.read_text()[-4000:]
-    assert session.returncode == 0, out + err
+    returncode, out, err = run_block("cctp-session", env, deadline, tmp_path)
+    assert returncode == 0, out + err
     lines = out.strip().splitlines()
     assert lines[-2].endswith("-> COMPLETED") and "request:" in lines[-2], out
     assert int(lines[-1], 16) == 12_500_000, out
