@@ -647,17 +647,19 @@ NOT_GOVERNED = DispatchCheck()
 async def check_at_dispatch(
     tx: Tx, request: Mapping[str, Any], node: Mapping[str, Any]
 ) -> DispatchCheck:
-    """Before a policy-governed movement's action node is prepared: the active
-    policy decides again, under the ledger's lock (held until this transaction
-    commits its write-ahead). Blocked (a limit it would cross, an entry
-    removed): `wait` is a RetryLater for the caller to wait on — the node stays
-    READY and pages past MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may
-    cancel it. Allowed: the `charge` the caller writes with `charge` once the
-    node's write-ahead is built — not before, so a node that fails or waits in
-    prepare charges nothing. The nodes of one transaction are prepared one
-    after the other, so each one's sum includes the charges of those before it.
-    A movement created with no policy active, or already charged (an earlier
-    node or attempt), is not decided again."""
+    """Before a policy-governed movement's action node is prepared (in the claim,
+    which then holds its charge: `hold`) and again at its write-ahead: the
+    active policy decides again, under the ledger's lock (held until this
+    transaction commits: the claim's, or the write-ahead's with the charge).
+    Blocked (a limit it would cross, an entry removed): `wait` is a RetryLater
+    for the caller to wait on — the node stays READY and pages past
+    MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may cancel it. Allowed:
+    the `charge` the caller writes with `charge` once the node's write-ahead
+    is built — not before, so a node that fails or waits in prepare charges
+    nothing. The nodes of one transaction are decided one after the other, so
+    each one's sum includes the charges and holds of those before it (its own
+    hold aside). A movement created with no policy active, or already charged
+    (an earlier node or attempt), is not decided again."""
     if request.get("policy_version") is None or node["node_kind"] != "action":
         return NOT_GOVERNED
     await tx.fetchval(SQL.lock_charges, {})
