@@ -250,10 +250,11 @@ class StargateExecutor(ContractActionExecutor):
             # send reverts its transferFrom and its endpoint fee with it: nothing moved
             return ObserveResult(
                 status=ObserveStatus.FAILED,
+                provider_refs=refs,
                 artifacts=artifacts,
                 error_code="STARGATE_SEND_REVERTED",
-                error_detail=f"send reverted in block {block} (receipt status 0): "
-                "no token left the source and no packet was sent",
+                error_detail=f"send {refs['tx_hash']} reverted in block {block} (receipt "
+                "status 0): no token left the source and no packet was sent",
             )
         source = self._chains[int(refs["chain_id"])]
         sent = sent_from_logs(receipt.get("logs") or [], source)
