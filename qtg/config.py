@@ -177,6 +177,13 @@ class Settings:
     node_observe_provider_concurrency: int = setting(
         "MG_NODE_OBSERVE_PROVIDER_CONCURRENCY", 16, minimum=1
     )
+    # Claimed observer batches one runtime has in flight at once: a
+    # claiming batch hands what it leased to the providers and claims the next while
+    # those calls are out, so a slow provider's batch holds a slot, not the claims; each
+    # batch's nodes are written per provider as that provider answers. At least
+    # MG_NODE_OBSERVE_CONCURRENCY (the batches that claim at once); more lets claims go
+    # on past batches still waiting on a provider.
+    node_observe_batches_in_flight: int = setting("MG_NODE_OBSERVE_BATCHES_IN_FLIGHT", 8, minimum=1)
     # How long a dispatch stretch (claim to write-ahead commit) may hold the observer's
     # next claim and provider calls back, from the stretch's start: the money path's
     # right of way over waiting work (qtg/services/right_of_way.py). 0 (the default since

@@ -87,6 +87,18 @@ DEMO_TEMPLATES: tuple[dict[str, Any], ...] = (
             "edges": [["send", "fulfillment"]],
         },
     },
+    {
+        "template_key": "stargate.usdt_bridge",
+        "name": "Demo: Stargate V2 send, two steps",
+        "description": "Send on the source chain's pool, watch LayerZero deliver it.",
+        "graph": {
+            "nodes": [
+                _node("send", "action", "stargate_send"),
+                _node("delivery", "observe", "stargate_delivery"),
+            ],
+            "edges": [["send", "delivery"]],
+        },
+    },
 )
 
 

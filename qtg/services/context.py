@@ -38,6 +38,10 @@ class ServiceContext:
     #: passes sharing this context honour (MG_NODE_OBSERVE_PROVIDER_CONCURRENCY
     #: for the observer's batches); made on first use (`provider_limit`).
     provider_limits: dict[str, trio.CapacityLimiter] = field(default_factory=dict)
+    #: The observer's claimed batches in flight in this process
+    #: (MG_NODE_OBSERVE_BATCHES_IN_FLIGHT), across its lanes; made on first use
+    #: (`observe_batch_limit`).
+    observe_batches: list[trio.CapacityLimiter] = field(default_factory=list)
     #: The dispatcher's right of way over the observer (qtg.services.right_of_way),
     #: shared by the passes of one process.
     right_of_way: RightOfWay = field(default_factory=RightOfWay)
@@ -60,6 +64,12 @@ class ServiceContext:
         if limiter is None:
             limiter = self.provider_limits[key] = trio.CapacityLimiter(limit)
         return limiter
+
+    def observe_batch_limit(self, limit: int) -> trio.CapacityLimiter:
+        """The limiter of the observer's batches in flight, made with `limit` on first use."""
+        if not self.observe_batches:
+            self.observe_batches.append(trio.CapacityLimiter(limit))
+        return self.observe_batches[0]
 
     async def give_way(self) -> None:
         """The observer's step gives way to a dispatch stretch in progress, for at most

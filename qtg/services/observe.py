@@ -22,9 +22,13 @@ the batch"). Every observation goes through three steps:
 
 With MG_NODE_OBSERVE_BATCH_CLAIM (the default, issue 15) step 1 claims up to
 MG_NODE_OBSERVE_BATCH_SIZE nodes in one statement, and MG_NODE_OBSERVE_CONCURRENCY
-such batches run side by side (issue 29 item 3: waiting work is bound by round
-trips). Step 3 writes every outcome of a batch in one transaction; when every
-node is still pending — the common case of waiting work — that is ONE statement
+such claims run side by side (issue 29 item 3: waiting work is bound by round
+trips); a claimed batch goes to the providers in a task of its own, up to
+MG_NODE_OBSERVE_BATCHES_IN_FLIGHT at once, while its lane claims the next
+(issue 47 item 3: a slow provider's batch does not hold the claims). Step 3
+writes the outcomes of each provider's part of a batch in one transaction, as
+soon as that provider has answered; when every node is still pending — the
+common case of waiting work — that is ONE statement
 (sql/observe/record_pending_batch.sql: its own lease check, the requests locked
 first, one commit) with no snapshot read. Each provider has at most
 MG_NODE_OBSERVE_PROVIDER_CONCURRENCY observations in flight across the batches.
@@ -108,25 +112,40 @@ LANE_BATCHES = 8
 
 async def observe_batches(ctx: ServiceContext) -> int:
     """Up to MG_NODE_OBSERVE_CONCURRENCY lanes side by side (issue 29 item 3),
-    each taking batches in turn (`observe_batch`) while its claims come back full.
+    each claiming batches in turn while its claims come back full, and up to
+    MG_NODE_OBSERVE_BATCHES_IN_FLIGHT claimed batches out at the providers
+    (issue 47 item 3).
 
     Waiting work is bound by round trips: one batch is a claim transaction,
-    the provider calls and a write, and the next claim used to wait for all
-    three. With several lanes the claims, the calls and the writes of different
-    batches overlap. A pass starts with one lane; a claim that comes back full
-    (there may be more due work) starts another, up to the setting — so a pass
-    with little to do costs one claim, as before, not one per lane. The lanes
-    cannot claim each other's nodes: a claim leases its nodes (next_observe_at
-    moves past the observation) in the transaction that locked them. One lane's
+    the provider calls and a write. A lane hands each batch it claimed to a
+    task of its own (`_observe_by_provider`) and claims the next at once, so a
+    batch waiting on a slow provider holds one in-flight slot, not the lane:
+    the other providers' nodes due meanwhile are claimed, asked and written.
+    A slot is taken before the claim (a batch is never leased that could not
+    be asked at once: its lease would run while it waited). A pass starts
+    with one lane; a claim that comes back full (there may be more due work)
+    starts another, up to the setting — so a pass with little to do costs one
+    claim, as before, not one per lane. The lanes cannot claim each other's
+    nodes: a claim leases its nodes (next_observe_at moves past the
+    observation) in the transaction that locked them. One lane's or batch's
     failure does not cancel the others' calls in flight (their leases would
     hold their nodes for MG_NODE_OBSERVE_LEASE_SECONDS); it is raised once
-    every lane has stopped.
+    every one has stopped.
     """
     most = ctx.settings.node_observe_concurrency
     size = ctx.settings.node_observe_batch_size
+    in_flight = ctx.observe_batch_limit(ctx.settings.node_observe_batches_in_flight)
     observed = 0
     started = 1
     failures: list[Exception] = []
+
+    async def asked(lease: Lease, slot: object) -> None:
+        try:
+            await _observe_by_provider(ctx, lease)
+        except Exception as exc:  # the other batches finish: raised below
+            failures.append(exc)
+        finally:
+            in_flight.release_on_behalf_of(slot)
 
     async def lane(nursery: trio.Nursery) -> None:
         nonlocal observed, started
@@ -140,9 +159,16 @@ async def observe_batches(ctx: ServiceContext) -> int:
         try:
             for _turn in range(LANE_BATCHES):
                 await ctx.give_way()
-                claimed = await observe_batch(ctx, on_full=full)
-                observed += claimed
-                if claimed < size:
+                slot = object()
+                await in_flight.acquire_on_behalf_of(slot)
+                try:
+                    lease = await _claim_batch(ctx, on_full=full)
+                except BaseException:
+                    in_flight.release_on_behalf_of(slot)
+                    raise
+                nursery.start_soon(asked, lease, slot)
+                observed += len(lease.claimed)
+                if len(lease.claimed) < size:
                     return
         except Exception as exc:  # the other lanes finish their batches: raised below
             failures.append(exc)
@@ -157,8 +183,17 @@ async def observe_batches(ctx: ServiceContext) -> int:
 async def observe_batch(ctx: ServiceContext, on_full: Callable[[], None] | None = None) -> int:
     """Claim and lease up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one
     statement and commit; observe them side by side with no lock held; write
-    every outcome whose lease still holds in one short transaction. `on_full`
-    is called once the claim has committed, if it took a whole batch."""
+    the outcomes whose lease still holds, per provider (`_observe_by_provider`).
+    `on_full` is called once the claim has committed, if it took a whole batch."""
+    lease = await _claim_batch(ctx, on_full)
+    await _observe_by_provider(ctx, lease)
+    return len(lease.claimed)
+
+
+async def _claim_batch(ctx: ServiceContext, on_full: Callable[[], None] | None = None) -> Lease:
+    """One short transaction: claim and lease up to MG_NODE_OBSERVE_BATCH_SIZE due
+    nodes, and commit. `on_full` is called once it has committed, if it took a
+    whole batch."""
     limit = ctx.settings.node_observe_batch_size
     token = uuid.uuid4()
     async with ctx.db.transaction() as tx:
@@ -171,12 +206,49 @@ async def observe_batch(ctx: ServiceContext, on_full: Callable[[], None] | None 
             {"limit": limit, "network_class": ctx.settings.network_class},
             commit_with=(SQL.take_lease, _lease_params(ctx, token, None)),
         )
-    lease = _leased(token, rows, snaps)
     if on_full is not None and len(rows) >= limit:
         on_full()
     # committed: the rows are unlocked, and leased to this pass
-    await _observe_leased(ctx, lease)
-    return len(rows)
+    return _leased(token, rows, snaps)
+
+
+def _by_provider(lease: Lease) -> list[Lease]:
+    """`lease` split by provider (action type and executor key), each part under
+    the same token: what one provider answers is written without waiting for
+    another's. A request's claimed nodes stay together, in the part of its first
+    one (its outcomes are written on one snapshot, each rule seeing the ones
+    written before it)."""
+    part_of: dict[Any, tuple[str, Any]] = {}
+    parts: dict[tuple[str, Any], list[Claimed]] = {}
+    for c in lease.claimed:
+        provider = part_of.setdefault(
+            c.row["request_id"], (c.node["action_type"], c.node["executor_key"])
+        )
+        parts.setdefault(provider, []).append(c)
+    return [Lease(lease.token, claimed, lease.claimed_at) for claimed in parts.values()]
+
+
+async def _observe_by_provider(ctx: ServiceContext, lease: Lease) -> None:
+    """`_observe_leased` for each provider's part of `lease`, side by side. One
+    part's failure (its write) does not cancel the others' calls: raised once
+    all have stopped."""
+    parts = _by_provider(lease)
+    if len(parts) <= 1:
+        await _observe_leased(ctx, lease)
+        return
+    failures: list[Exception] = []
+
+    async def part(one: Lease) -> None:
+        try:
+            await _observe_leased(ctx, one)
+        except Exception as exc:
+            failures.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        for one in parts:
+            nursery.start_soon(part, one)
+    if failures:
+        raise failures[0]
 
 
 @dataclass(slots=True)

@@ -194,3 +194,102 @@ async def test_a_pass_with_less_than_a_batch_claims_once(
         counting_ctx = ServiceContext(db, settings, ctx.providers)
         assert await observe_active_nodes(counting_ctx) == 3
     assert claims == 1
+
+
+LEASED = Query(
+    "tests/lanes-leased",
+    "SELECT count(*) FROM movement_request_nodes n"
+    " WHERE n.request_id = ANY(%(rids)s::uuid[]) AND n.observe_lease IS NOT NULL",
+)
+STATES = Query(
+    "tests/lanes-states",
+    "SELECT n.node_state FROM movement_request_nodes n"
+    " WHERE n.request_id = ANY(%(rids)s::uuid[]) ORDER BY n.request_id",
+)
+
+
+def _one_lane(svc: ServiceContext, *, batch_size: int, provider_concurrency: int) -> Settings:
+    """One claiming lane, three batches in flight."""
+    return svc.settings.replace(
+        node_observe_batch_size=batch_size,
+        node_observe_concurrency=1,
+        node_observe_batches_in_flight=3,
+        node_observe_provider_concurrency=provider_concurrency,
+    )
+
+
+async def _until(what: str, condition: Any, seconds: float = 15.0) -> None:
+    """Wait for `condition()` (async or not) to hold, failing at the deadline."""
+    with trio.move_on_after(seconds):
+        while True:
+            held = condition()
+            if not isinstance(held, bool):
+                held = await held
+            if held:
+                return
+            await trio.sleep(0.02)  # polling the condition itself, under the deadline
+    raise AssertionError(f"not within {seconds:g} s: {what}")
+
+
+async def test_a_slow_providers_batch_does_not_hold_another_providers_nodes(
+    svc: ServiceContext, counted: Any
+) -> None:
+    """Issue 47 item 3, with one claiming lane: the first batch is a slow
+    provider's node (its call held at the gate) beside another provider's node,
+    the second batch two more of the other's. The other provider's three nodes
+    are asked and written COMPLETED while the slow call is still out: its part
+    of the first batch is written alone, and the lane claimed the second batch
+    without waiting for the first. Before, the lane waited for the whole first
+    batch: nothing was written until the gate opened."""
+    settings = _one_lane(svc, batch_size=2, provider_concurrency=4)
+    ctx, slow = counted(settings, open_at=1, auto=False)
+    [slow_rid] = await submitted(svc, ctx, 1)  # claimed first: the oldest request
+    quick = node("quick", "cex_withdrawal", sandbox={"observations_to_complete": 1})
+    quick["executor_key"] = "sandbox"  # another provider than the counting one
+    await template(svc, "quick", [quick], [])
+    fast = [(await movement(svc, "quick", key=f"quick-{i}"))["id"] for i in range(3)]
+    while await dispatch_ready_nodes(ctx):
+        pass
+
+    async def all_fast_completed() -> bool:
+        rows = await svc.db.fetch(STATES, {"rids": fast})
+        return [r["node_state"] for r in rows] == ["COMPLETED"] * 3
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(observe_active_nodes, ctx)
+        with trio.fail_after(10):
+            await slow.full.wait()
+        await _until("the other provider's nodes are written", all_fast_completed)
+        assert slow.inside == 1 and not slow.gate.is_set()  # the slow call is still out
+        [slow_row] = await svc.db.fetch(NODES, {"rids": [slow_rid]})
+        assert (slow_row["node_state"], slow_row["observe_count"]) == ("SUBMITTED", 0)
+        slow.gate.set()
+    [slow_row] = await svc.db.fetch(NODES, {"rids": [slow_rid]})
+    assert (slow_row["node_state"], slow_row["observe_count"]) == ("OBSERVING", 1)
+    assert slow_row["observe_lease"] is None
+
+
+async def test_the_batches_in_flight_are_bounded(svc: ServiceContext, counted: Any) -> None:
+    """MG_NODE_OBSERVE_BATCHES_IN_FLIGHT batches out at once and no more: with
+    batches of one node held at the gate, the lane waits for a slot with three
+    calls out and three nodes leased (it takes the slot before it claims), then
+    goes on as the batches come back."""
+    settings = _one_lane(svc, batch_size=1, provider_concurrency=50)
+    ctx, counting = counted(settings, open_at=3, auto=False)
+    rids = await submitted(svc, ctx, 5)
+    slots = ctx.observe_batch_limit(settings.node_observe_batches_in_flight)
+    seen: list[int] = []
+    async with trio.open_nursery() as nursery:
+
+        async def run() -> None:
+            seen.append(await observe_active_nodes(ctx))
+
+        nursery.start_soon(run)
+        with trio.fail_after(10):
+            await counting.full.wait()
+        await _until("the lane waits for a slot", lambda: slots.statistics().tasks_waiting == 1)
+        assert (counting.inside, slots.borrowed_tokens) == (3, 3)
+        assert await svc.db.fetchval(LEASED, {"rids": rids}) == 3  # no fourth claim
+        counting.gate.set()
+    assert seen == [5]
+    assert (counting.calls, counting.most) == (5, 3)

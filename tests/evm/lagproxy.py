@@ -171,6 +171,8 @@ class FaultProxy:
         self._error_reads: dict[str, int] = {}  # method -> calls left to answer -32603
         self.posts = 0  # HTTP requests received
         self.batch_sizes: list[int] = []  # elements of each batch request
+        #: each HTTP request's calls, in order: (method, params)
+        self.requests: list[list[tuple[str, list]]] = []
         #: "error": a batch is answered one JSON-RPC error object; "http": a 400;
         #: "elements": each element an "invalid request" error
         self.refuse_batches: str | None = None
@@ -272,6 +274,9 @@ class FaultProxy:
     def handle(self, body: dict | list) -> tuple[int, dict | list | None]:
         with self._lock:
             self.posts += 1
+            bodies = body if isinstance(body, list) else [body]
+            calls = [b for b in bodies if isinstance(b, dict)]
+            self.requests.append([(str(b.get("method")), b.get("params") or []) for b in calls])
         if isinstance(body, list):
             return self._handle_batch(body)
         return self._handle_one(body)

@@ -411,3 +411,54 @@ def test_one_balance_read_per_address_list(anvil) -> None:
         held = by_key[(address.lower(), token.lower())]
         assert held.amount.scaleb(held.detail["decimals"]) == token_balance(anvil, token, address)
     assert by_key[(ADDRESSES[0].lower(), token.lower())].amount > 0  # the deployer holds supply
+
+
+async def test_an_observation_reads_its_two_nonce_counts_in_one_request(anvil, dsn, db) -> None:
+    """Issue 47 item 3: the observer's look at a node reads the signer's count at the
+    trusted head and at the tip in one batch request, not a round trip each (on main,
+    all the trusted counts in one request, all the tips' in the next). Three nodes
+    observed at once, as the observer's batch does: every request that reads counts
+    reads both kinds, each observation is COMPLETED, and there are fewer HTTP requests
+    than reads."""
+    from evm.test_chain_faults import (
+        chain_reaches,
+        context,
+        fresh_address,
+        send,
+        settings_for,
+        with_refs,
+    )
+    from qtg.providers.base import ObserveStatus
+    from qtg.providers.registry import build_registry
+
+    proxy = FaultProxy(anvil.url)
+    registry = build_registry(settings_for(proxy.url, dsn), db)
+    executor = registry.executor_for("evm_transfer")
+    first = anvil.nonce(ADDRESSES[0])
+    nodes = [context(f"counts{i}", fresh_address()) for i in range(3)]
+    seen: list[object] = [None] * len(nodes)
+    try:
+        refs = [await send(registry, ctx) for ctx in nodes]
+        await chain_reaches(anvil, first + len(nodes))
+        anvil.call("evm_mine")  # past MG_EVM_CONFIRMATIONS: one look decides each
+        proxy.requests.clear()
+
+        async def observe(i: int) -> None:
+            seen[i] = await executor.observe(with_refs(nodes[i], refs[i]))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(len(nodes)):
+                nursery.start_soon(observe, i)
+    finally:
+        await registry.aclose()
+        proxy.close()
+    assert [s.status for s in seen] == [ObserveStatus.COMPLETED] * len(nodes)  # type: ignore[attr-defined]
+    counts = [
+        [params[-1] for method, params in request if method == "eth_getTransactionCount"]
+        for request in proxy.requests
+    ]
+    counts = [blocks for blocks in counts if blocks]
+    assert sum(len(blocks) for blocks in counts) == 2 * len(nodes)
+    for blocks in counts:  # the tip's count beside the trusted head's, in each request
+        assert blocks.count("latest") * 2 == len(blocks), proxy.requests
+    assert len(proxy.requests) < sum(len(r) for r in proxy.requests), proxy.requests

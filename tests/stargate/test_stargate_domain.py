@@ -8,7 +8,14 @@ import json
 import pytest
 
 from qtg.domain.errors import ConfigError
-from qtg.domain.stargate import decode_packet, guid_of, parse_chains
+from qtg.domain.stargate import (
+    OFT_SENT,
+    PACKET_SENT,
+    decode_packet,
+    guid_of,
+    parse_chains,
+    sent_from_logs,
+)
 
 POOL, ENDPOINT, TOKEN = "0x" + "11" * 20, "0x" + "22" * 20, "0x" + "33" * 20
 
@@ -43,12 +50,11 @@ def test_a_bad_chain_list_names_what_is_wrong(entries: str, named: str) -> None:
     assert named in str(err.value)
 
 
-def test_a_packet_is_decoded_and_its_guid_checked() -> None:
-    sender, receiver, to = POOL, ENDPOINT, TOKEN
-    guid = guid_of(7, 30101, sender, 30110, receiver)
+def _parts(nonce: int, sender: str, receiver: str, to: str) -> tuple[bytes, str, bytes]:
+    """A PacketV1's header (without its GUID), its GUID, and a taxi message of 5 tokens."""
     header = (
         b"\x01"
-        + (7).to_bytes(8, "big")
+        + nonce.to_bytes(8, "big")
         + (30101).to_bytes(4, "big")
         + bytes(12)
         + bytes.fromhex(sender[2:])
@@ -57,10 +63,59 @@ def test_a_packet_is_decoded_and_its_guid_checked() -> None:
         + bytes.fromhex(receiver[2:])
     )
     message = bytes(12) + bytes.fromhex(to[2:]) + (5_000_000).to_bytes(8, "big")
+    return header, guid_of(nonce, 30101, sender, 30110, receiver), message
+
+
+def test_a_packet_is_decoded_and_its_guid_checked() -> None:
+    header, guid, message = _parts(7, POOL, ENDPOINT, TOKEN)
     packet = decode_packet("0x" + (header + bytes.fromhex(guid[2:]) + message).hex())
-    assert (packet.nonce, packet.guid, packet.to, packet.amount) == (7, guid, to, 5_000_000)
+    assert (packet.nonce, packet.guid, packet.to, packet.amount) == (7, guid, TOKEN, 5_000_000)
     forged = "0x" + (header + bytes(32) + message).hex()
     with pytest.raises(ValueError, match="guid"):
         decode_packet(forged)
     with pytest.raises(ValueError, match="bytes"):
         decode_packet("0x" + (header + bytes.fromhex(guid[2:])).hex())
+
+
+def _packet_log(endpoint: str, sender: str, guid_nonce: int = 1) -> tuple[dict, str]:
+    """A PacketSent log of `endpoint` for a packet from `sender` (pool) to B's pool."""
+    header, guid, message = _parts(guid_nonce, sender, "0x" + "44" * 20, TOKEN)
+    packet = header + bytes.fromhex(guid[2:]) + message
+    padded = packet + bytes(-len(packet) % 32)
+    data = (
+        (96).to_bytes(32, "big")
+        + (96 + 32 + len(padded)).to_bytes(32, "big")
+        + bytes(12)
+        + bytes.fromhex(endpoint[2:])
+        + len(packet).to_bytes(32, "big")
+        + padded
+        + bytes(32)
+    )
+    return {"address": endpoint, "topics": [PACKET_SENT], "data": "0x" + data.hex()}, guid
+
+
+def _oft_sent_log(pool: str, guid: str) -> dict:
+    words = [30110, 5_000_000, 5_000_000]
+    return {
+        "address": pool,
+        "topics": [OFT_SENT, guid, "0x" + "00" * 12 + "55" * 20],
+        "data": "0x" + "".join(f"{w:064x}" for w in words),
+    }
+
+
+def test_a_send_counts_only_from_the_configured_pool_and_endpoint() -> None:
+    [source] = parse_chains(json.dumps([_entry()])).values()
+    packet, guid = _packet_log(ENDPOINT, POOL)
+    sent = sent_from_logs([packet, _oft_sent_log(POOL, guid)], source)
+    assert sent is not None and (sent.packet.guid, sent.amount_received) == (guid, 5_000_000)
+    assert sent.sender == "0x" + "55" * 20
+    other = "0x" + "66" * 20
+    assert sent_from_logs([packet], source) is None  # no OFTSent: no send
+    assert sent_from_logs([_oft_sent_log(POOL, guid)], source) is None  # no packet
+    assert sent_from_logs([packet, _oft_sent_log(other, guid)], source) is None  # another pool
+    foreign, foreign_guid = _packet_log(other, POOL)  # another endpoint's packet
+    assert sent_from_logs([foreign, _oft_sent_log(POOL, foreign_guid)], source) is None
+    spoofed, spoofed_guid = _packet_log(ENDPOINT, other)  # our endpoint, another sender
+    assert sent_from_logs([spoofed, _oft_sent_log(POOL, spoofed_guid)], source) is None
+    mismatch, _ = _packet_log(ENDPOINT, POOL, guid_nonce=2)  # OFTSent of another guid
+    assert sent_from_logs([mismatch, _oft_sent_log(POOL, guid)], source) is None

@@ -11,7 +11,8 @@ chains and a local LayerZero DVN + executor:
   second send). After the broadcast the node is left SUBMITTING with no outcome
   written, its runtime dead: node_recovery's Stargate arm (action types
   `stargate_%`) decides it from the chain's block — the only way out of
-  SUBMITTING without submit's answer — and the movement goes on to the delivery.
+  SUBMITTING without submit's answer — and the movement goes on to the delivery;
+- a send whose kept bytes revert on chain is FAILED naming that receipt, nothing moved.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from stargate.local import (
     LayerZeroExecutor,
     deliveries,
     packets,
+    send,
     set_up,
     usdt_balance,
 )
@@ -130,3 +132,31 @@ def test_kill_9_at_the_send_moves_once(world, dsn, procs, crash) -> None:
     # the signed bytes were kept before the broadcast: recovery sends those very bytes
     # (never a new attempt while they may land), so attempt 1 is the one that landed
     assert nodes(dsn)["send"][1] == 1
+
+
+def test_a_send_the_chain_reverted_is_failed_with_nothing_moved(world, dsn, procs) -> None:
+    """FAILED only on the chain's proof: killed before the broadcast, the pool's route to B
+    is then removed, so the kept bytes (sent by recovery, never re-signed) revert; the
+    receipt of that very transaction is the proof that nothing left the holder."""
+    a, b, da, db, _ = world
+    doomed = launch(
+        procs, dsn, (a.url, b.url), da, db, QTG_TEST_CRASH_AT="stargate_send.before_broadcast"
+    )
+    doomed.wait_ready()
+    seed(dsn, RECIPIENT, ["4"], batch="revert")
+    assert doomed.wait_exit(60) == -9
+    send(a, da.pool, "setPeer(uint32,bytes32)", f"{db.eid:064x}", "00" * 32)
+    launch(procs, dsn, (a.url, b.url), da, db, **RECOVER_FAST).wait_ready()
+    wait_until(lambda: nodes(dsn)["send"][0] == "FAILED", 60, "the reverted send to fail")
+    [(code, detail, refs)] = query(
+        dsn,
+        "SELECT error_code, error_detail, provider_refs FROM movement_request_nodes"
+        " WHERE node_key = 'send'",
+    )
+    assert code == "STARGATE_SEND_REVERTED" and refs["tx_hash"] in detail  # names its proof
+    receipt = a.call("eth_getTransactionReceipt", refs["tx_hash"])
+    assert receipt["status"] == "0x0" and receipt["to"].lower() == da.pool
+    assert nodes(dsn)["send"][1] == 1  # attempt 1's kept bytes, not a new signature
+    assert usdt_balance(a, da, HOLDER) == 100 * USDT and usdt_balance(a, da, da.pool) == 0
+    assert packets(a, da) == [] and usdt_balance(b, db, RECIPIENT) == 0
+    assert nodes(dsn)["delivery"][0] != "COMPLETED"

@@ -177,9 +177,10 @@ class ChainJudge:
         hashes += [h for h in known_hashes if h and h not in hashes]
         # Counts first, receipts after: a transaction mined between the reads is then
         # seen by its receipt, never mistaken for another transaction's use of the nonce.
+        # Both counts in one batch request: the one at the trusted head is of a fixed
+        # block, so reading it beside the tip's changes neither.
         head = await self.trusted_head(chain_id)
-        count_trusted = await rpc.nonce(address, hex(max(head, 0)))
-        count_latest = await rpc.nonce(address, "latest")
+        count_trusted, count_latest = await rpc.nonces(address, hex(max(head, 0)), "latest")
         receipts: list[Receipt] = []
         found = None
 

@@ -550,6 +550,14 @@ class EvmRpc:
     async def nonce(self, address: str, block: str = "latest") -> int:
         return int(await self.call("eth_getTransactionCount", address, block), 16)
 
+    async def nonces(self, address: str, *blocks: str) -> list[int]:
+        """`address`'s transaction count at each of `blocks`, read at once: one batch
+        request (where a single read each would be a round trip each)."""
+        counts = await self.read_many(
+            [("eth_getTransactionCount", (address, block)) for block in blocks]
+        )
+        return [int(count, 16) for count in counts]
+
     async def block_number(self) -> int:
         return int(await self.call("eth_blockNumber"), 16)
 

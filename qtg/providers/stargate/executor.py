@@ -25,15 +25,12 @@ the first provably cannot land), the delivery by the destination's logs.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from qtg.db import Database
-from qtg.domain.chain_outcome import Verdict, not_landed_proof
 from qtg.domain.context import ExecutionContext
-from qtg.domain.evm import intent_problem, is_address, nonce_lane_key, to_base_units
+from qtg.domain.evm import intent_problem, is_address, to_base_units
 from qtg.domain.stargate import (
     OFT_RECEIVED,
     Chain,
@@ -56,30 +53,16 @@ from qtg.providers.base import (
     ObserveStatus,
     PreflightError,
     PreparedAction,
-    RecoverOutcome,
     RecoverResult,
-    SubmitRejected,
-    SubmitResult,
 )
-from qtg.providers.cctp.executor import _approve_key, _from_observation, _release
-from qtg.providers.evm import ledger as evm_ledger
-from qtg.providers.evm import nonces as evm_nonces
+from qtg.providers.evm.contract_action import ContractActionExecutor, from_observation
 from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
     ChainJudge,
-    Look,
-    Sent,
-    Signed,
-    pending_observation,
-    pending_recovery,
-    raw_tx_hash,
-    reclaimed,
-    submit_signed,
 )
 from qtg.providers.evm.rpc import EvmRpc, transient_rpc_faults
 from qtg.providers.evm.signer import EvmSigner
 from qtg.providers.evm.transactions import (
-    ALLOWANCE_RAISE_HEADROOM_GAS,
     allowance_raise_call,
     contract_call_tx,
 )
@@ -106,9 +89,15 @@ CARRIED = (
 )
 
 
-class StargateExecutor:
+class StargateExecutor(ContractActionExecutor):
     key = EXECUTOR_KEY
     action_types = ACTION_TYPES
+    prefix = "STARGATE"
+    no_effect_code = "STARGATE_NO_PACKET"
+    no_effect_detail = (
+        "the send was mined with status 1 but has no OFTSent and PacketSent of the "
+        "configured pool and endpoint: a person decides"
+    )
 
     def __init__(
         self,
@@ -167,41 +156,6 @@ class StargateExecutor:
         minimum = amount - amount * fee_bps // 10_000
         return source, dest, {"recipient": recipient.lower(), "amount": amount, "min": minimum}
 
-    async def _sign(self, tx: dict[str, Any], action: str) -> str:
-        """Sign a side transaction (an allowance raise) of this node; the raw bytes."""
-        from qtg.domain.context import SigningIntent, SignRequest
-
-        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
-        digest = hashlib.sha256(payload.encode()).hexdigest()
-        return await self._signer.sign(
-            SignRequest(
-                request_id="",
-                request_node_id="",
-                signing_intent=SigningIntent(
-                    action=action,
-                    asset="",
-                    amount="",
-                    destination=tx["to"],
-                    allowed_payload_hash=digest,
-                ),
-                payload_format="evm_tx_json",
-                payload=payload,
-                payload_hash=digest,
-                metadata={},
-            )
-        )
-
-    def _prepared(self, ctx: ExecutionContext, tx: dict[str, Any]) -> PreparedAction:
-        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
-        return PreparedAction(
-            action_type=ctx.action_type,
-            payload_format="evm_tx_json",
-            payload=payload,
-            payload_hash=hashlib.sha256(payload.encode()).hexdigest(),
-            needs_signature=True,
-            signer_key=self._signer.key,
-        )
-
     # --------------------------------------------------------------- contract
     def check_intent(self, intent: Mapping[str, Any], node_config: Mapping[str, Any]) -> None:
         """At movement creation: a recipient that is no address, or an amount the token
@@ -245,39 +199,7 @@ class StargateExecutor:
         # raised by the amount (increaseAllowance where the token has it) on the nonce right
         # below the send: nothing of ours runs between them (as the cctp burn)
         raise_call = await allowance_raise_call(rpc, source.token, owner, source.pool, s["amount"])
-        keys = (
-            [ctx.request_node_id]
-            if raise_call is None
-            else [_approve_key(ctx), ctx.request_node_id]
-        )
-
-        async def reserve(floor: int, counts: tuple[int, int]) -> list[int]:
-            return await evm_nonces.reserve_run(
-                self._db,
-                chain_id=source.chain_id,
-                address=owner,
-                request_node_ids=keys,
-                attempt_no=ctx.attempt_no,
-                chain_floor=floor,
-                chain_counts=counts,
-            )
-
-        # the ledger checks itself against the chain first (issue 43 item 2)
-        *raise_nonces, nonce = await evm_ledger.reserve_in_step(self._db, rpc, owner, reserve)
-        approvals = []
-        if raise_call is not None:
-            raise_tx = await contract_call_tx(
-                rpc,
-                self._judge,
-                source.chain_id,
-                raise_call,
-                raise_nonces[0],
-                headroom=ALLOWANCE_RAISE_HEADROOM_GAS,
-            )
-            raw = await self._sign(raise_tx, "approve")
-            approvals.append(
-                {"nonce": raise_nonces[0], "raw": raw, "tx_hash": raw_tx_hash(raw), "tx": raise_tx}
-            )
+        nonce, approvals = await self._reserve_with_raise(ctx, rpc, source.chain_id, raise_call)
         call = {
             "from": owner,
             "to": source.pool,
@@ -298,170 +220,26 @@ class StargateExecutor:
         }
         return self._prepared(ctx, tx)
 
-    async def release_unsubmitted(self, ctx: ExecutionContext) -> None:
-        """Not submitted (the rest of a nonce lane after a refused or ambiguous submit):
-        give back the attempt's reservations that kept no signed bytes (issue 24)."""
-        await evm_nonces.release_unsigned(
-            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
-        )
-
-    def lane_key(self, prepared: PreparedAction) -> str:
-        """The sender's nonce lane, shared with the evm, ccip and cctp executors."""
-        return nonce_lane_key(json.loads(prepared.payload))
-
-    async def submit(
-        self,
-        ctx: ExecutionContext,
-        prepared: PreparedAction,
-        signature: str | None,
-        idempotency_key: str,
-    ) -> SubmitResult:
-        if not signature:
-            raise SubmitRejected(
-                f"{ctx.action_type} needs the signed transaction", code="STARGATE_UNSIGNED"
-            )
-        tx = json.loads(prepared.payload)
-        meta = tx.get("qtg") or {}
-        chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
-        approvals = meta.get("approvals") or []
-        # the signed bytes kept before anything is broadcast, then sent in nonce order
-        run = [
-            Signed(a["nonce"], a["tx_hash"], a["raw"], a["tx"], _approve_key(ctx), ctx.attempt_no)
-            for a in approvals
-        ]
-        bare = {k: v for k, v in tx.items() if k != "qtg"}
-        run.append(
-            Signed(
-                nonce, raw_tx_hash(signature), signature, bare, ctx.request_node_id, ctx.attempt_no
-            )
-        )
-        refs: dict[str, Any] = {
-            "chain_id": chain_id,
-            "tx_hash": raw_tx_hash(signature),
-            "from": tx["from"],
-            "nonce": nonce,
-        }
-        if approvals:
-            refs["approval_nonces"] = [a["nonce"] for a in approvals]
-        done = await submit_signed(
-            self._db,
-            self._rpcs[chain_id],
-            chain_id=chain_id,
-            address=tx["from"],
-            run=run,
-            crash_prefix=f"{ctx.action_type}.",
-        )
-        if done.sent is Sent.RECLAIMED:  # nothing was broadcast: a new attempt, not FAILED
-            raise reclaimed("STARGATE", nonce)
-        if done.sent is Sent.REFUSED:  # every URL refused the first bytes: nothing left
-            raise SubmitRejected(
-                f"node refused the {ctx.action_type}: {done.refusal}", code="STARGATE_REJECTED"
-            )
-        # accepted, or maybe on its way: the chain decides, through observe
-        return SubmitResult(provider_refs=refs)
-
     # ---------------------------------------------------------------- observe
     async def observe(self, ctx: ExecutionContext) -> ObserveResult:
         if ctx.action_type == "stargate_delivery":
             return await self._observe_delivery(ctx)
         refs = dict(ctx.node_provider_refs)
         seen = await self._look(ctx, refs)
-        return await self._settle(ctx, refs, seen)
+        return await self._settle(ctx, refs, seen, rebroadcast_within=REBROADCAST_EVERY_SECONDS)
 
-    async def _look(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> Look:
-        """The chain's verdict on this attempt's send (qtg.domain.chain_outcome): mined
-        with status 1 counts only with the pool's OFTSent and the endpoint's packet."""
+    def _effect(
+        self, ctx: ExecutionContext, refs: Mapping[str, Any]
+    ) -> Callable[[dict[str, Any]], bool]:
+        """Mined with status 1 counts only with the pool's OFTSent and the endpoint's packet."""
         source = self._chains[int(refs["chain_id"])]
 
         def effect(receipt: dict[str, Any]) -> bool:
             return sent_from_logs(receipt.get("logs") or [], source) is not None
 
-        return await self._judge.look(
-            int(refs["chain_id"]),
-            refs["from"],
-            int(refs["nonce"]),
-            request_node_id=ctx.request_node_id,
-            attempt_no=ctx.attempt_no,
-            known_hashes=(refs.get("tx_hash"),),
-            effect=effect,
-        )
+        return effect
 
-    async def _keep_raise_moving(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> None:
-        """The allowance raise sits just below the send's nonce: while the send waits, the
-        raise's kept bytes go out again too (a lost raise would hold the send forever)."""
-        for nonce in refs.get("approval_nonces", ()):
-            seen = await self._judge.look(
-                int(refs["chain_id"]),
-                refs["from"],
-                int(nonce),
-                request_node_id=_approve_key(ctx),
-                attempt_no=ctx.attempt_no,
-            )
-            if seen.judgement.verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
-                await self._judge.rebroadcast(int(refs["chain_id"]), seen.txs)
-
-    async def _settle(
-        self, ctx: ExecutionContext, refs: dict[str, Any], seen: Look
-    ) -> ObserveResult:
-        """An observation of the send's transaction from the verdict."""
-        verdict, mined = seen.judgement.verdict, seen.judgement.receipt
-        if mined is not None:
-            refs["tx_hash"] = mined.tx_hash  # the one of ours that was mined
-        if verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED) and seen.receipt is not None:
-            return await self._send_mined(ctx, refs, seen.receipt)
-        if verdict is Verdict.NEEDS_PERSON:
-            await self._consume(ctx, refs)
-            return ObserveResult(
-                status=ObserveStatus.UNKNOWN,
-                provider_refs=refs,
-                error_code="STARGATE_NO_PACKET",
-                error_detail="the send was mined with status 1 but has no OFTSent and "
-                "PacketSent of the configured pool and endpoint: a person decides",
-            )
-        if verdict is Verdict.NOT_LANDED:
-            await self._consume(ctx, refs)
-            return ObserveResult(
-                status=ObserveStatus.UNKNOWN,
-                provider_refs=refs,
-                error_code="STARGATE_NOT_LANDED",
-                error_detail=not_landed_proof(seen.judgement, int(refs["nonce"]))
-                + " (recovery makes a new attempt)",
-            )
-        pending = pending_observation(seen, refs, "STARGATE", int(refs["nonce"]))
-        if pending is not None:
-            return pending
-        chain_id = int(refs["chain_id"])
-        if verdict is Verdict.REPLACE_WITH_BUMP:
-            new_hash = await self._judge.replace(
-                chain_id, seen.txs, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
-            )
-            if new_hash is not None:
-                refs["tx_hash"] = new_hash
-            await self._keep_raise_moving(ctx, refs)
-        elif verdict is Verdict.WAIT_REBROADCAST:
-            await self._keep_raise_moving(ctx, refs)
-            await self._judge.rebroadcast(
-                chain_id, seen.txs, unless_within=REBROADCAST_EVERY_SECONDS
-            )
-        return ObserveResult(
-            status=ObserveStatus.PENDING,
-            provider_refs=refs,
-            retry_after_seconds=1.0,
-            error_detail=f"chain: {verdict.value}",
-        )
-
-    async def _consume(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> None:
-        for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):
-            await evm_nonces.mark(
-                self._db,
-                state="consumed",
-                chain_id=int(refs["chain_id"]),
-                address=refs["from"],
-                nonce=int(nonce),
-                **evm_nonces.owner_of(ctx),
-            )
-
-    async def _send_mined(
+    async def _mined(
         self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
     ) -> ObserveResult:
         await self._consume(ctx, refs)
@@ -472,10 +250,11 @@ class StargateExecutor:
             # send reverts its transferFrom and its endpoint fee with it: nothing moved
             return ObserveResult(
                 status=ObserveStatus.FAILED,
+                provider_refs=refs,
                 artifacts=artifacts,
                 error_code="STARGATE_SEND_REVERTED",
-                error_detail=f"send reverted in block {block} (receipt status 0): "
-                "no token left the source and no packet was sent",
+                error_detail=f"send {refs['tx_hash']} reverted in block {block} (receipt "
+                "status 0): no token left the source and no packet was sent",
             )
         source = self._chains[int(refs["chain_id"])]
         sent = sent_from_logs(receipt.get("logs") or [], source)
@@ -563,77 +342,8 @@ class StargateExecutor:
     # ---------------------------------------------------------------- recover
     async def recover(self, ctx: ExecutionContext) -> RecoverResult:
         if ctx.action_type == "stargate_delivery":  # watching only
-            return _from_observation(await self.observe(ctx))
-        return await self._recover_send(ctx)
-
-    async def _recover_send(self, ctx: ExecutionContext) -> RecoverResult:
-        """The send's transaction, under the chain rule of qtg.domain.chain_outcome: a
-        transaction that may have been broadcast is followed (its kept bytes sent again)
-        until the chain consumes its nonce; a new attempt only when provably none of
-        this attempt's bytes can land."""
-        refs = dict(ctx.node_provider_refs)
-        approval = await evm_nonces.for_attempt(
-            self._db, request_node_id=_approve_key(ctx), attempt_no=ctx.attempt_no
-        )
-        if "tx_hash" not in refs:
-            row = await evm_nonces.for_attempt(
-                self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
-            )
-            if row is None:
-                if approval is not None and approval["tx_hash"] is None:
-                    await _release(self._db, ctx, approval)
-                return _not_sent("no nonce was reserved for this attempt")
-            refs = {
-                "chain_id": row["chain_id"],
-                "tx_hash": row["tx_hash"],
-                "from": row["address"],
-                "nonce": row["nonce"],
-            }
-            if approval is not None:
-                refs["approval_nonces"] = [approval["nonce"]]
-        where = {
-            "chain_id": int(refs["chain_id"]),
-            "address": refs["from"],
-            "nonce": int(refs["nonce"]),
-        }
-        seen = await self._look(ctx, refs)
-        verdict = seen.judgement.verdict
-        if verdict is Verdict.NOTHING_SIGNED:
-            # bytes are kept before any broadcast and none were: nothing of this attempt
-            # left qtg. A raise kept just before goes out (no value moves, no nonce gap).
-            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
-            if approval is not None:
-                if approval["tx_hash"] is None:
-                    await _release(self._db, ctx, approval)
-                else:
-                    await self._keep_raise_moving(ctx, refs)
-            return _not_sent("the attempt's transaction was never broadcast")
-        if verdict is Verdict.NOT_LANDED:
-            await self._consume(ctx, refs)
-            return RecoverResult(
-                outcome=RecoverOutcome.NOT_SUBMITTED,
-                error_code="STARGATE_NOT_LANDED",
-                error_detail=not_landed_proof(seen.judgement, where["nonce"]),
-            )
-        pending = pending_recovery(seen, refs, "STARGATE", where["nonce"])
-        if pending is not None:
-            return pending
-        if verdict is Verdict.NEEDS_PERSON:
-            return RecoverResult(
-                outcome=RecoverOutcome.UNKNOWN,
-                error_detail="the send was mined without its OFTSent and PacketSent: "
-                "a person decides",
-            )
-        if verdict is Verdict.WAIT_REBROADCAST or verdict is Verdict.REPLACE_WITH_BUMP:
-            # e.g. a crash after the write-ahead, before the broadcast: the same bytes
-            await self._keep_raise_moving(ctx, refs)
-            await self._judge.rebroadcast(where["chain_id"], seen.txs)
-        if seen.judgement.receipt is not None:
-            refs["tx_hash"] = seen.judgement.receipt.tx_hash
-        elif seen.txs:
-            refs["tx_hash"] = seen.txs[-1]["tx_hash"]
-        # mined or in flight: observe decides (receipt, packet) from here
-        return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
+            return from_observation(await self.observe(ctx))
+        return await self._recover_tx(ctx)
 
     async def health(self) -> HealthReport:
         detail: dict[str, Any] = {}
@@ -646,11 +356,3 @@ class StargateExecutor:
                 detail[str(chain_id)] = {"error": type(exc).__name__}
                 state = HealthState.DEGRADED
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
-
-
-def _not_sent(detail: str) -> RecoverResult:
-    """Provably nothing landed under this attempt, and its nonce is either used by
-    another transaction or free for the next one: qtg may attempt again (a new key)."""
-    return RecoverResult(
-        outcome=RecoverOutcome.NOT_SUBMITTED, error_code="STARGATE_NOT_SENT", error_detail=detail
-    )
