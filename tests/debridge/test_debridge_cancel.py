@@ -140,3 +140,28 @@ def test_a_taker_first_overrules_the_operators(world, dsn, procs) -> None:
     assert request_states(dsn, [rid])[rid] == "COMPLETED"
     assert query(dsn, "SELECT count(*) FROM evm_nonce_reservations"
                  " WHERE request_node_id LIKE '%:cancel'") == [(0,)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "crash", ["debridge_cancel.before_broadcast", "debridge_cancel.after_broadcast"]
+)
+def test_kill_9_around_the_cancels_broadcast_cancels_once(world, dsn, procs, crash) -> None:
+    a, b, dep, dln = world
+    deployed = b.nonce(ADDRESSES[0])  # the set-up's transactions on B
+    doomed = launch(procs, dsn, (a.url, b.url), dep, dln.url, QTG_TEST_CRASH_AT=crash, **LEVER)
+    doomed.wait_ready()
+    [rid] = seed(dsn, RECEIVER, ["6"], batch="cancel-kill")
+    _paged(dsn, rid)
+    [(_, oid)] = created_orders(a, dep)
+    assert _resolve_failed(dsn, rid) == [False, False]
+    assert doomed.wait_exit(60) == -9  # killed with the cancel's bytes kept
+    launch(procs, dsn, (a.url, b.url), dep, dln.url, **LEVER).wait_ready()
+    wait_until(lambda: _node_error(dsn)[0] == "FAILED", 60, "FAILED once the refund shows")
+    assert balance(a, dep.token_a, HOLDER) == 100 * USDC
+    assert take_status(b, dep, oid) == TAKE_SENT_ORDER_CANCEL
+    # the kept bytes went out (again), never a second cancel: one transaction of ours on B
+    assert b.nonce(ADDRESSES[0]) == deployed + 1
+    [(count,)] = query(
+        dsn, "SELECT count(*) FROM evm_nonce_reservations WHERE request_node_id LIKE '%:cancel'"
+    )
+    assert count == 1
