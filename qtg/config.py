@@ -710,9 +710,11 @@ class Settings:
     debridge_fulfillment_poll_seconds: float = interval(
         "MG_DEBRIDGE_FULFILLMENT_POLL_SECONDS", 30.0
     )
-    # An order no taker fulfilled this long after its creation pages (warning).
-    debridge_unfulfilled_page_seconds: float = interval(
-        "MG_DEBRIDGE_UNFULFILLED_PAGE_SECONDS", 1800.0
+    # An order no taker fulfilled this long after its creation makes its
+    # debridge_fulfillment node UNKNOWN (DEBRIDGE_UNFULFILLED): it pages like any undecided
+    # node, and operators may cancel the order by resolving the node FAILED.
+    debridge_unfulfilled_after_seconds: float = interval(
+        "MG_DEBRIDGE_UNFULFILLED_AFTER_SECONDS", 1800.0
     )
 
     # ---- speed: batched observation

@@ -159,6 +159,11 @@ CASES: dict[str, tuple[str, set[str]]] = {
         {"movement_request_nodes_dispatch_waiting", "movement_request_nodes_pkey"},
     ),
     "dispatch/next_due": (NODES, {"movement_request_nodes_dispatch_waiting"}),
+    # issue 44 item 3: a dropped policy hold ends the POLICY_LIMIT waits
+    "dispatch/end_policy_waits": (
+        NODES,
+        {"movement_request_nodes_dispatch_waiting", "movement_request_nodes_pkey"},
+    ),
     "observe/claim_batch": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/list_due": (NODES, {"movement_request_nodes_observable_fifo"}),
     "observe/next_due": (NODES, {"movement_request_nodes_observe_due"}),
@@ -470,6 +475,10 @@ BY_KEY: dict[str, set[str]] = {
     "dispatch/lock_submitting": {NODES_PKEY},
     "dispatch/back_to_ready": {NODES_PKEY},
     "dispatch/record_submitted": {NODES_PKEY},
+    # the dispatch lease and the write-ahead's re-lock (issue 44 item 3)
+    "dispatch/take_lease": {NODES_PKEY},
+    "dispatch/relock": {NODES_PKEY, REQUESTS_PKEY},
+    "dispatch/end_lease": {NODES_PKEY},
     # every claim's snapshot (qtg.services.progress)
     "progress/load_request": {REQUESTS_PKEY},
     "progress/load_plan_edges": {REQUESTS_PKEY},
@@ -503,14 +512,12 @@ def _keys(dsn: str) -> dict[str, Any]:
             " WHERE node_state = 'OBSERVING' ORDER BY request_created_at DESC LIMIT %s",
             (BATCH,),
         ).fetchall()
-        ready = [
-            r[0]
-            for r in conn.execute(
-                "SELECT id FROM movement_request_nodes WHERE node_state = 'READY'"
-                " AND dispatch_not_before IS NULL ORDER BY request_created_at DESC LIMIT %s",
-                (BATCH,),
-            )
-        ]
+        ready_rows = conn.execute(
+            "SELECT id, request_id FROM movement_request_nodes WHERE node_state = 'READY'"
+            " AND dispatch_not_before IS NULL ORDER BY request_created_at DESC LIMIT %s",
+            (BATCH,),
+        ).fetchall()
+        ready = [r[0] for r in ready_rows]
         [unknown] = conn.execute(
             "SELECT id FROM movement_request_nodes WHERE node_state = 'UNKNOWN'"
             " ORDER BY request_created_at DESC LIMIT 1"
@@ -526,6 +533,8 @@ def _keys(dsn: str) -> dict[str, Any]:
         "node_id_observing": observing[0][0],
         "node_id_unknown": unknown,
         "ready_ids": ready,
+        "ready_request_ids": [r[1] for r in ready_rows],
+        "lease_seconds": 60.0,
         "candidate_id": ready[0],
         "attempt_nos": [1] * len(ready),
         "idempotency_keys": [f"k{i}" for i in range(len(ready))],
@@ -557,6 +566,8 @@ def _by_key_params(query: str, keys: dict[str, Any]) -> dict[str, Any]:
         params["max_backoff"] = 600.0
     if query == "dispatch/lock_submitting":
         params["attempt_nos"] = [0] * len(keys["ready_ids"])
+    if query == "dispatch/relock":  # each READY node with its request
+        params["request_ids"] = keys["ready_request_ids"]
     if query.startswith("progress/") and query != "progress/load_nodes":
         # one row per node (or per request) of the observed batch
         nodes, requests = keys["node_ids_observing"], keys["request_ids"]
@@ -663,6 +674,7 @@ def test_each_batch_statement_probes_its_keys_on_stale_statistics(
         "observe/check_leases": ("observe/take_lease",),
         "observe/record_pending_batch": ("observe/take_lease",),
         "dispatch/record_submitted": ("dispatch/write_ahead",),
+        "dispatch/end_lease": ("dispatch/take_lease",),
         # the loads read the requests named first (sql/progress/name_requests.sql)
         "progress/load_request": ("progress/name_requests",),
         "progress/load_nodes": ("progress/name_requests",),

@@ -1,8 +1,10 @@
 """The signing path's custody checks (issue 45 item 5): the one place a dispatched
 node's payload reaches its signer.
 
-`sign_approved` is handed the approved movement (the claimed snapshot, locked by
-the dispatcher's claim) and, before the signer sees anything:
+`sign_approved` is handed the approved movement (the snapshot the dispatcher's
+claim read under its locks; the dispatcher signs with no lock held, issue 44
+item 3, and its write-ahead re-checks the plan hash under the locks again) and,
+before the signer sees anything:
 
 - the signer's identity: the address it signs as must be the one an admin
   enrolled (`PUT /v3/signers/{key}/expected-identity`); unenrolled signers sign
@@ -26,7 +28,7 @@ import json
 import logging
 from typing import Any
 
-from qtg.db import Jsonb, Tx, sql_family
+from qtg.db import Database, Jsonb, Tx, sql_family
 from qtg.domain.context import ExecutionContext
 from qtg.domain.custody import (
     COMPARED_ACTIONS,
@@ -72,7 +74,7 @@ def signer_identity(signer: Signer) -> str | None:
 
 
 async def sign_approved(
-    tx: Tx,
+    db: Database,
     signer: Signer,
     snap: Snapshot,
     node: dict[str, Any],
@@ -80,21 +82,44 @@ async def sign_approved(
     prepared: PreparedAction,
 ) -> str:
     """The signature of `prepared`, after the custody checks against the approved
-    movement `snap`; raises CustodyRefused (after paging) when one fails."""
-    facts = await tx.fetchrow(
+    movement `snap`; raises CustodyRefused (after paging) when one fails. Each
+    read and write is a statement of its own: no transaction is open while the
+    signer (a PKCS#11 token, a remote signer) is asked."""
+    facts = await db.fetchrow(
         SQL.signing_facts, {"request_id": snap.request["id"], "signer_key": signer.key}
     )
     facts = facts or {}
     problem = _problem(facts, signer, snap, context, prepared)
     if problem is not None:
         code, why = problem
-        await _page(tx, snap, node, signer, code, why)
+        await _page(db, snap, node, signer.key, code, why)
         raise CustodyRefused(why, code=code, retry_after_seconds=REFUSED_RETRY_SECONDS)
     signature = await signer.sign(build_sign_request(context, prepared))
     if node.get("error_code") in REFUSAL_CODES:  # refused before, signed now: unpage
         key = _dedupe_key(node, node["error_code"])
-        await tx.fetchrow(SQL.resolve_refusal, {"dedupe_key": key})
+        await db.fetchrow(SQL.resolve_refusal, {"dedupe_key": key})
     return signature
+
+
+async def seal_holds(
+    tx: Tx, signer_key: str, snap: Snapshot, node: dict[str, Any]
+) -> CustodyRefused | None:
+    """The seal check of `sign_approved` again, in the dispatcher's write-ahead
+    transaction on the rows as they are stored now (`snap`, read under its locks):
+    the signature was made with no lock held, so rows edited since would go out
+    under a seal that no longer matches them. None when it holds; else the
+    refusal (paged), for the caller to wait on: the signature is never written."""
+    facts = await tx.fetchrow(
+        SQL.signing_facts, {"request_id": snap.request["id"], "signer_key": signer_key}
+    )
+    sealed = seal_problem(
+        {**snap.request, "approval_seal": (facts or {}).get("approval_seal")}, snap.nodes
+    )
+    if sealed is None:
+        return None
+    code, why = sealed
+    await _page(tx, snap, node, signer_key, code, why)
+    return CustodyRefused(why, code=code, retry_after_seconds=REFUSED_RETRY_SECONDS)
 
 
 def _dedupe_key(node: dict[str, Any], code: str) -> str:
@@ -129,7 +154,7 @@ def _problem(
 
 
 async def _page(
-    tx: Tx, snap: Snapshot, node: dict[str, Any], signer: Signer, code: str, why: str
+    db: Database | Tx, snap: Snapshot, node: dict[str, Any], signer_key: str, code: str, why: str
 ) -> None:
     request_id = snap.request["id"]
     log.error(
@@ -137,16 +162,16 @@ async def _page(
         extra={
             "request_id": str(request_id),
             "node_key": node["node_key"],
-            "signer_key": signer.key,
+            "signer_key": signer_key,
             "error_code": code,
         },
     )
-    await tx.fetchrow(
+    await db.fetchrow(
         SQL.raise_refusal,
         {
             "dedupe_key": _dedupe_key(node, code),
             "subject": f"signature refused ({code}) for movement {request_id}",
-            "body": f"node {node['node_key']} (signer {signer.key}): {why}",
+            "body": f"node {node['node_key']} (signer {signer_key}): {why}",
             "links": Jsonb(
                 {"request_id": str(request_id), "node_key": node["node_key"], "error_code": code}
             ),

@@ -3,19 +3,33 @@
 With MG_NODE_DISPATCH_BATCH_SIZE=1, one node per pass (the reference): the
 claim walks unlocked FIFO candidates and claims each under a miss-only
 savepoint. Above 1 (issue 15), `dispatch_batch` claims up to that many nodes
-in one statement (an index walk in FIFO order), keeps the first per request
-(the others wait, locked and READY, for the next pass) and commits all their
-write-ahead rows at once; everything below then holds for each node of the
-batch. Then, still holding node and request:
-plan-hash drift check → ExecutionContext (with `$ref` resolution) → the
-plan's risk controls → preflight → prepare → sign. Then the write-ahead step
-(DESIGN §4): the node becomes SUBMITTING with its prepared action and
-idempotency key, and that is COMMITTED before the executor's submit is
-called. A crash after that commit leaves SUBMITTING, which node_recovery
-resolves through recover() — submit is never called twice for one attempt.
+in one statement (an index walk in FIFO order) and keeps the first per request
+(the others wait, READY, for the next pass); everything below then holds for
+each node of the batch.
+
+No lock is held across a provider call (issue 44 item 3; the observer's and
+recovery's lease pattern). In the claim's transaction, holding node and
+request: the request to EXECUTING, plan-hash drift check → ExecutionContext
+(with `$ref` resolution) → the plan's risk controls → the policy's word; then
+the node is leased — still READY, with the pass's token in dispatch_lease and
+a dispatch_not_before past the prepare's cut-off, so no claim walk takes it —
+and the claim commits. Then, with no transaction open: preflight → prepare →
+sign, cut off at half MG_NODE_OBSERVE_LEASE_SECONDS, grouped by executor, the
+groups side by side (`drive_leased`). Then the write-ahead step (DESIGN §4),
+one transaction per group: request and node locked again, the node goes on
+only if the lease still holds the token, it is READY in the same attempt and
+the request EXECUTING; the drift check runs again on what is stored now, the
+policy decides again and charges under its ledger's lock; the node becomes
+SUBMITTING with its prepared action and idempotency key, and that is
+COMMITTED before the executor's submit is called. A crash after that commit
+leaves SUBMITTING, which node_recovery resolves through recover() — submit is
+never called twice for one attempt. A crash before it leaves the node READY
+under a lease that expires (sql/dispatch/release_due.sql clears it like any
+due wait) and the node is claimed again: nothing was sent.
 
 Nothing before the write-ahead commit has a side effect, so any failure there
-is a safe FAILED (an operator may retry) — except a `RetryLater` (issue 24
+is a safe FAILED (an operator may retry), written by the write-ahead
+transaction under the lease — except a `RetryLater` (issue 24
 item 5: an RPC that does not answer, a fee above its cap): the node stays
 READY and is not claimed before its `dispatch_not_before`, a backoff capped
 by MG_NODE_TRANSIENT_RETRY_MAX_SECONDS, and pages past
@@ -25,7 +39,9 @@ the write-ahead commit, only the executor's own `SubmitRejected` (or
 dead database connection (psycopg.OperationalError), which says nothing about
 the provider: the node is left SUBMITTING, for recovery to find out.
 
-Lock order (relied on by `submit_all`): while the submits run and while their
+Lock order (relied on by `submit_all`): the claim and the write-ahead take a
+request, then its node (the write-ahead: its requests in id order, waiting),
+then the policy ledger's lock; prepare and sign hold none. While the submits run and while their
 outcomes are written, `submit_all` holds only its batch's SUBMITTING node rows
 (taken in one statement, in id order) and waits for no other lock. The request
 is locked afterwards, in a transaction of its own, to move the request on. The
@@ -45,6 +61,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +116,10 @@ SQL = sql_family(
     "next_due",
     "defer_node",
     "back_to_ready",
+    "take_lease",
+    "relock",
+    "end_lease",
+    "end_policy_waits",
 )
 
 N, R = NodeState, RequestState
@@ -193,17 +214,19 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
     """Claim at most one READY node and drive it as far as submit. Returns 0 or 1."""
     walk = ClaimWalk(ctx.settings.network_class)
     while not walk.finished:
+        lease = uuid.uuid4()
+        leases: list[Leased] = []
         with ctx.right_of_way.dispatching():  # the observer gives way until the commit
             async with ctx.db.transaction() as tx:
                 claimed = await walk.step(tx)
                 if claimed is None:
                     continue  # nothing claimed: this transaction did nothing
-                submission = await _prepare(ctx, tx, *claimed)
-        # the write-ahead commit happened when the transaction above closed
+                await _lease(ctx, tx, lease, *claimed, leases)
+                defer_lease(ctx, tx, lease, leases)
+        # the claim and its lease committed when the transaction above closed
         if walk.last is not None:
             ctx.node_left_state(N.READY, walk.last["in_state_seconds"])
-        if submission is not None:
-            await _submit(ctx, submission)
+        await drive_leased(ctx, lease, leases)
         return 1
     if not walk.exhausted:
         log.warning(
@@ -214,32 +237,35 @@ async def dispatch_one_node(ctx: ServiceContext) -> int:
 
 
 async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> int:
-    """Claim up to MG_NODE_DISPATCH_BATCH_SIZE READY nodes in one statement,
-    prepare each and write all their write-ahead SUBMITTING rows in ONE
-    synchronous commit, then submit them side by side. Returns how many nodes
-    were dispatched (the batch, without the rows left out of it).
+    """Claim up to MG_NODE_DISPATCH_BATCH_SIZE READY nodes in one statement and
+    lease them (one commit); prepare and sign them with no transaction open;
+    write their write-ahead SUBMITTING rows, then submit them. Returns how many
+    nodes were dispatched (the batch, without the rows left out of it).
 
-    Round trips up to the write-ahead commit (issue 29 item 5): two. The first
+    Round trips up to the lease's commit (issue 29 item 5): two. The first
     carries `release_due_waits`'s transaction when `release_due` (a wait may
     be due: `release_may_be_due`; committed on its own before the claim's
     BEGIN, as if sent alone), the BEGIN, the claim
     and the load of the claimed requests' nodes; the second the deferred
-    writes and the COMMIT.
+    writes (the lease among them) and the COMMIT.
 
-    Every check of the single-node path runs per node, in `_prepare`, on the
-    same locks (node and request, FOR NO KEY UPDATE): at most one node per
-    request is in a batch — the claim picks the oldest READY node of each of
-    the oldest ready requests (migrations/0021), so every ready request gets
-    its turn at each pass, whatever the width of an older one (issue 25) — so
-    each request's snapshot is its own and moves as in the serial path.
-    Nothing before the commit has a side effect. After it each node is
-    submitted by `submit_all`, all in one transaction holding the batch's
-    SUBMITTING rows — nodes of one nonce lane (`lane_key`) one after
-    the other in claim order, since their nonces were reserved in that order by
-    `prepare`. One failing submit does not cancel the others (its error is
-    raised once all finished and their outcomes are committed).
+    Every check of the single-node path runs per node, on the same locks (node
+    and request, FOR NO KEY UPDATE) in the claim (`_lease`) and again in the
+    write-ahead (`_write_ahead`): at most one node per request is in a batch —
+    the claim picks the oldest READY node of each of the oldest ready requests
+    (migrations/0021), so every ready request gets its turn at each pass,
+    whatever the width of an older one (issue 25). Nothing before a
+    write-ahead commit has a side effect. The leased nodes are prepared in
+    groups, one per executor, side by side (`drive_leased`): a group's nodes
+    one after the other in claim order — so the nodes of one nonce lane
+    (`lane_key`) reserve their nonces in claim order — then the group's
+    write-ahead rows in one commit, then `submit_all`, which submits each lane
+    in that order. One slow provider call delays its own group only. One
+    failing group does not cancel the others (its error is raised once all
+    finished and their outcomes are committed).
     """
-    submissions: list[Submission] = []
+    lease = uuid.uuid4()
+    leases: list[Leased] = []
     with ctx.right_of_way.dispatching():  # the observer gives way until the commit
         async with ctx.db.transaction() as tx:
             if release_due:
@@ -255,20 +281,14 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
             )
             batch = first_per_request(rows)
             await policies.lock_for_dispatch(tx, (snap.request for snap in snaps.values()))
-            write_aheads: list[Submission] = []
             for row in batch:
-                submission = await _prepare(
-                    ctx, tx, row["id"], snaps[row["request_id"]], write_aheads
-                )
-                if submission is not None:
-                    submissions.append(submission)
-            # the whole batch's, in one statement
-            defer_write_ahead(tx, write_aheads, owner=ctx.instance_id)
-    # the write-ahead commit of the whole batch happened when the block above
-    # closed; it also released the rows left out of the batch, still READY
+                await _lease(ctx, tx, lease, row["id"], snaps[row["request_id"]], leases)
+            defer_lease(ctx, tx, lease, leases)  # the whole batch's, in one statement
+    # the claim and its leases committed when the block above closed; it also
+    # released the rows left out of the batch, still READY
     for row in batch:
         ctx.node_left_state(N.READY, row["in_state_seconds"])
-    await submit_all(ctx, submissions)
+    await drive_leased(ctx, lease, leases)
     # How many nodes this pass dispatched (a left-out row is not counted: it
     # is dispatched, and counted, by a later pass). Never 0 when rows were
     # left out, so the loop's drain runs the next pass at once to take them.
@@ -520,49 +540,90 @@ async def claim_ready_node(tx: Tx, network_class: str) -> dict[str, Any] | None:
     return await ClaimWalk(network_class).claim(tx)
 
 
-async def _prepare(
+@dataclass(slots=True)
+class Leased:
+    """A READY node under this pass's committed dispatch lease (issue 44 item 3),
+    with what its claim read; prepared and signed with no transaction open
+    (`prepare_leased`), then written ahead only if the lease still holds
+    (`_write_ahead`). Exactly one of `prepared`, `failure` and `wait` is set
+    once it is prepared."""
+
+    snap: progress.Snapshot
+    node: dict[str, Any]
+    context: ExecutionContext
+    executor: Executor | None = None
+    prepared: PreparedAction | None = None
+    signature: str | None = None
+    #: a safe FAILED (nothing was signed for broadcast): code and detail
+    failure: tuple[str, str] | None = None
+    #: a transient fault: the node stays READY and waits (issue 24 item 5)
+    wait: RetryLater | None = None
+    #: the claim held the movement's policy charge for the lease (`policies.hold`)
+    held: bool = False
+
+    @property
+    def request_id(self) -> Any:
+        return self.snap.request["id"]
+
+    @property
+    def node_id(self) -> Any:
+        return self.node["id"]
+
+
+def plan_drift(snap: progress.Snapshot) -> str | None:
+    """Why the movement's plan no longer matches the hash it was approved under, if
+    it does not (checked at the claim and again, under the locks, at the write-ahead)."""
+    try:
+        drifted = plan_hash_drifted(snap.request, snap.nodes, snap.plan_edges)
+    except PlanError as exc:
+        return f"stored plan no longer compiles: {exc}"
+    return (
+        "plan, intent or input_params changed since the movement was created" if drifted else None
+    )
+
+
+async def _fail(
+    tx: Tx, snap: progress.Snapshot, node: dict[str, Any], code: str, detail: str
+) -> None:
+    """A held node FAILED before any side effect (an operator may retry)."""
+    log.warning(
+        "node failed before submit",
+        extra={
+            "request_id": str(snap.request["id"]),
+            "node_key": node["node_key"],
+            "error_code": code,
+        },
+    )
+    await progress.node_finished_badly(tx, snap, node, N.FAILED, code, detail)
+
+
+async def _lease(
     ctx: ServiceContext,
     tx: Tx,
+    lease: uuid.UUID,
     node_id: Any,
     snap: progress.Snapshot,
-    write_aheads: list[Submission] | None = None,
-) -> Submission | None:
-    """Everything before the write-ahead step for one claimed node; its
-    Submission, or None (failed before submit, or an observe node).
-
-    The write-ahead UPDATE is deferred (committed when `tx` closes): at once
-    for this node, or — given `write_aheads` — appended there, for the caller
-    to defer the batch's in one statement (`defer_write_ahead`)."""
+    leases: list[Leased],
+) -> None:
+    """The claim transaction's share of one claimed node, everything that needs
+    no provider: the request to EXECUTING, the plan-hash drift check, the
+    ExecutionContext, an observe node to OBSERVING, the risk controls and the
+    policy's word (a blocked node waits). A node that passes them all is added
+    to `leases`: the caller stamps its lease (`defer_lease`) in this transaction."""
     node = snap.node_by_id(node_id)
     if snap.request["request_state"] == R.APPROVED:
         await progress.set_request_state(tx, snap, R.EXECUTING)
 
-    async def fail(code: str, detail: str) -> None:
-        log.warning(
-            "node failed before submit",
-            extra={
-                "request_id": str(snap.request["id"]),
-                "node_key": node["node_key"],
-                "error_code": code,
-            },
-        )
-        await progress.node_finished_badly(tx, snap, node, N.FAILED, code, detail)
-
-    try:
-        drifted = plan_hash_drifted(snap.request, snap.nodes, snap.plan_edges)
-    except PlanError as exc:
-        drifted, why = True, f"stored plan no longer compiles: {exc}"
-    else:
-        why = "plan, intent or input_params changed since the movement was created"
-    if drifted:
-        await fail("PLAN_HASH_DRIFT", why)
-        return None
+    why = plan_drift(snap)
+    if why is not None:
+        await _fail(tx, snap, node, "PLAN_HASH_DRIFT", why)
+        return
 
     try:
         context = build_execution_context(snap.request, node, snap.nodes)
     except ConfigRefResolutionError as exc:
-        await fail("CONFIG_REF_UNRESOLVED", str(exc))
-        return None
+        await _fail(tx, snap, node, "CONFIG_REF_UNRESOLVED", str(exc))
+        return
 
     if node["node_kind"] == "observe":
         tx.defer_row(
@@ -571,98 +632,293 @@ async def _prepare(
             unit=snap.request["id"],
             row_id=node["id"],
         )
-        return None
+        return
 
     violation = risk_control_violation(snap.request["risk_controls"], snap.request["intent"])
     if violation is not None:
-        await fail("RISK_CONTROL_VIOLATION", violation)
-        return None
+        await _fail(tx, snap, node, "RISK_CONTROL_VIOLATION", violation)
+        return
 
-    # Issue 45: a policy-governed movement is decided again under the accumulation
-    # ledger's lock, and charged in this transaction (with its write-ahead).
+    # Issue 45: a policy that blocks the movement now keeps it from being prepared
+    # at all. Allowed, its charge is held while it prepares with no lock held, so
+    # no other movement is let out on the same room meanwhile; the write-ahead
+    # transaction decides again and writes the charge with the write-ahead.
     policy = await policies.check_at_dispatch(tx, snap.request, node)
     if policy.wait is not None:
         await defer(ctx, tx, node, policy.wait)
-        return None
+        return
+    await policies.hold(tx, policy, lease, lease_seconds(ctx))
+    leases.append(Leased(snap, node, context, held=policy.charge is not None))
 
+
+def lease_seconds(ctx: ServiceContext) -> float:
+    """How long a dispatch lease holds: MG_NODE_OBSERVE_LEASE_SECONDS, the observer's
+    and recovery's lease; prepare and sign are cut off at half of it."""
+    return float(ctx.settings.node_observe_lease_seconds)
+
+
+def defer_lease(ctx: ServiceContext, tx: Tx, lease: uuid.UUID, leases: list[Leased]) -> None:
+    """Defer the dispatch lease of `leases` (sql/dispatch/take_lease.sql), one
+    statement for all, committed with the claim."""
+    if leases:
+        tx.defer(
+            SQL.take_lease,
+            {
+                "lease": lease,
+                "lease_seconds": lease_seconds(ctx),
+                "node_ids": [leased.node_id for leased in leases],
+            },
+        )
+
+
+async def drive_leased(ctx: ServiceContext, lease: uuid.UUID, leases: list[Leased]) -> None:
+    """Prepare, write ahead and submit the leased nodes of a committed claim, in
+    groups, one per executor, side by side (see `dispatch_batch`)."""
+    groups: dict[Any, list[Leased]] = {}
+    for leased in leases:
+        node = leased.node
+        try:
+            key: Any = id(ctx.providers.executor_for(node["action_type"], node["executor_key"]))
+        except (UnknownExecutorError, UnknownSignerError):
+            key = node["id"]  # it fails alone, in `prepare_leased`
+        groups.setdefault(key, []).append(leased)
+
+    async def run_group(group: list[Leased]) -> int:
+        with ctx.right_of_way.dispatching():  # the observer gives way until the commit
+            for leased in group:
+                await prepare_leased(ctx, leased)
+            submissions = await _write_ahead(ctx, lease, group)
+        await submit_all(ctx, submissions)
+        return len(group)
+
+    await run_each_isolated(run_group, list(groups.values()), len(groups))
+
+
+async def prepare_leased(ctx: ServiceContext, leased: Leased) -> None:
+    """Preflight, prepare and sign one leased node, with no transaction open and no
+    row held (issue 44 item 3), cut off at half the lease: past it the node waits
+    like any transient fault (nothing was signed for broadcast). Sets the
+    outcome on `leased`."""
+    cut_off = lease_seconds(ctx) / 2
+    with trio.move_on_after(cut_off) as scope:
+        await _prepare_and_sign(ctx, leased)
+    if scope.cancelled_caught:
+        leased.prepared = leased.signature = leased.failure = None
+        leased.wait = RetryLater(
+            f"prepare and sign took longer than {cut_off:g} s", code="PREPARE_TIMEOUT"
+        )
+
+
+async def _prepare_and_sign(ctx: ServiceContext, leased: Leased) -> None:
+    node, context = leased.node, leased.context
     try:
         executor = ctx.providers.executor_for(node["action_type"], node["executor_key"])
         await executor.preflight(context)
         prepared = await executor.prepare(context)
+        leased.executor = executor
         if hashlib.sha256(prepared.payload.encode()).hexdigest() != prepared.payload_hash:
-            await fail(
-                "PAYLOAD_HASH_MISMATCH", "prepared payload does not hash to its payload_hash"
+            leased.failure = (
+                "PAYLOAD_HASH_MISMATCH",
+                "prepared payload does not hash to its payload_hash",
             )
-            return None
+            return
         if contains_nul(msgspec.to_builtins(prepared)):
             # One node's unstorable write-ahead row would fail the batch's one
             # write-ahead statement for every node of it, pass after pass (issue 44
             # item 2). Nothing was signed or sent: a safe FAILED for this node alone.
-            await fail(
+            leased.failure = (
                 "PREPARED_ACTION_UNSTORABLE",
                 "the prepared action holds a NUL character, which the database cannot store",
             )
-            return None
+            return
         signature = None
         if prepared.needs_signature:
             if not prepared.signer_key:
-                await fail(
-                    "SIGNER_NOT_NAMED", "the prepared action needs a signature but names no signer"
+                leased.failure = (
+                    "SIGNER_NOT_NAMED",
+                    "the prepared action needs a signature but names no signer",
                 )
-                return None
+                return
             signer = ctx.providers.signer(prepared.signer_key)
             # the signer side checks the payload against the approved movement first
-            signature = await custody.sign_approved(tx, signer, snap, node, context, prepared)
+            signature = await custody.sign_approved(
+                ctx.db, signer, leased.snap, node, context, prepared
+            )
     except (UnknownExecutorError, UnknownSignerError) as exc:
-        await fail("EXECUTOR_NOT_FOUND", str(exc))
-        return None
+        leased.failure = ("EXECUTOR_NOT_FOUND", str(exc))
     except RetryLater as exc:
         # Transient (issue 24 item 5): nothing was sent and the cause may clear by
         # itself. The node stays READY, waits, and pages past the attention threshold.
-        await defer(ctx, tx, node, exc)
-        return None
+        leased.wait = exc
     except (psycopg.OperationalError, PoolTimeout) as exc:
         # The database, not the payment: a connection refused or lost inside prepare
         # (the nonce reservation) says nothing about the movement (issue 43 item 6).
         # Nothing was signed for broadcast; the node waits like any transient fault.
-        # (Should this pass's own connection be the dead one, deferring fails too, the
-        # claim rolls back and the node is READY as it was.)
-        await defer(
-            ctx,
-            tx,
-            node,
-            RetryLater(
-                f"the database did not answer during prepare: {type(exc).__name__}",
-                code="DATABASE_UNAVAILABLE",
-                retry_after_seconds=2.0,
-            ),
+        # (Should the database stay away, the write-ahead transaction fails too, and
+        # the node is claimed again once its lease expires.)
+        leased.wait = RetryLater(
+            f"the database did not answer during prepare: {type(exc).__name__}",
+            code="DATABASE_UNAVAILABLE",
+            retry_after_seconds=2.0,
         )
-        return None
     except ProviderError as exc:
-        await fail(exc.code, exc.detail)
-        return None
+        leased.failure = (exc.code, exc.detail)
     except Exception as exc:  # no side effect yet: a safe FAILED, not a stuck queue head
         log.exception("preparing a node raised", extra={"node_key": node["node_key"]})
-        await fail("PREPARE_ERROR", f"{type(exc).__name__}: {exc}")
-        return None
+        leased.failure = ("PREPARE_ERROR", f"{type(exc).__name__}: {exc}")
+    else:
+        leased.prepared, leased.signature = prepared, signature
 
+
+async def _write_ahead(
+    ctx: ServiceContext, lease: uuid.UUID, group: list[Leased]
+) -> list[Submission]:
+    """The write-ahead transaction of prepared leased nodes (DESIGN §4): each
+    request and node locked again (sql/dispatch/relock.sql); a node goes on only
+    if the lease still holds this pass's token, the node is READY in the attempt
+    it was leased in and the request EXECUTING; then, on a snapshot read under
+    those locks, the plan-hash drift check again, the failures and waits of
+    `prepare_leased`, and the policy's decision and charge under the accumulation
+    ledger's lock (a charge commits with its write-ahead or not at all; the hold
+    the claim took for it ends in the same commit). The
+    write-ahead rows of the group are deferred in one statement, committed when
+    the transaction closes; their Submissions, in claim order, are returned.
+
+    A node that did not go on is discarded, its prepared action never written
+    nor submitted. If the lease is still ours and the node left READY or its
+    attempt (cancelled, failed, resolved meanwhile), nobody can use that
+    attempt's nonce reservation again: it is released here, under the locks,
+    as a lane stop releases one (`release_unsubmitted`: only reservations with
+    no signed bytes kept, and bytes are kept only by submit). A lost lease
+    releases nothing: the claim that took it prepares the same attempt and gets
+    the same reservation back (qtg.providers.evm.nonces.reserve_run is
+    idempotent per attempt), so releasing it could hand its nonce to another
+    node. Still READY under a live lease whose request moved on (paged,
+    cancelled), the lease ends at once (sql/dispatch/end_lease.sql)."""
+    if not group:
+        return []
+    submissions: list[Submission] = []
+    locked = sorted(group, key=lambda leased: str(leased.request_id))  # the lock order
+    async with ctx.db.transaction() as tx:
+        held = {
+            row["id"]: row
+            for row in await tx.fetch(
+                SQL.relock,
+                {
+                    "lease": lease,
+                    "request_ids": [leased.request_id for leased in locked],
+                    "node_ids": [leased.node_id for leased in locked],
+                },
+            )
+        }
+        live: list[Leased] = []
+        ended: list[Any] = []
+        for leased in group:
+            row = held.get(leased.node_id)
+            if row is not None and _goes_on(leased, row):
+                live.append(leased)
+                continue
+            log.info(
+                "prepared action discarded: dispatch lease lost, or node or request moved on",
+                extra={"node_id": str(leased.node_id), "lease_held": bool(row and row["ours"])},
+            )
+            if row is None or not row["ours"]:
+                continue
+            if row["node_state"] == N.READY and row["attempt_no"] == leased.node["attempt_no"]:
+                ended.append(leased.node_id)
+            elif leased.prepared is not None:  # as for a stopped lane
+                await release_unsubmitted(leased.executor, leased.context, leased.node_id)
+        if ended:
+            tx.defer(SQL.end_lease, {"lease": lease, "node_ids": ended})
+        snaps = await progress.load_snapshots(
+            tx, [leased.request_id for leased in live], plan_edges=True
+        )
+        await policies.lock_for_dispatch(tx, (snap.request for snap in snaps.values()))
+        for leased in live:
+            snap = snaps[leased.request_id]
+            node = snap.node_by_id(leased.node_id)
+            why = plan_drift(snap)
+            if why is not None:
+                await _fail(tx, snap, node, "PLAN_HASH_DRIFT", why)
+            elif leased.failure is not None:
+                await _fail(tx, snap, node, *leased.failure)
+            elif leased.wait is not None:
+                await defer(ctx, tx, node, leased.wait)
+            else:
+                submission = await _charged(ctx, tx, snap, node, leased)
+                if submission is not None:
+                    submissions.append(submission)
+                else:  # it waits: its nonce goes to the next reservation, not into a gap
+                    await release_unsubmitted(leased.executor, leased.context, leased.node_id)
+        defer_write_ahead(tx, submissions, owner=ctx.instance_id)
+        # the lease's policy holds end here: charged with their write-ahead, or not
+        policies.drop_holds(tx, lease, [leased.request_id for leased in group])
+        written = {sub.node_id for sub in submissions}
+        if any(leased.held and leased.node_id not in written for leased in group):
+            # a hold dropped without its charge gives its room back to the nodes
+            # that wait on a policy limit: they are decided again at once
+            tx.defer(SQL.end_policy_waits, RELEASE_DUE_PARAMS)
+    return submissions
+
+
+def _goes_on(leased: Leased, row: dict[str, Any]) -> bool:
+    """Whether a relocked node may be written ahead: the lease still ours, the
+    node READY in the attempt it was leased in, the request EXECUTING."""
+    return bool(
+        row["ours"]
+        and row["node_state"] == N.READY
+        and row["attempt_no"] == leased.node["attempt_no"]
+        and row["request_state"] == R.EXECUTING
+    )
+
+
+async def _charged(
+    ctx: ServiceContext, tx: Tx, snap: progress.Snapshot, node: dict[str, Any], leased: Leased
+) -> Submission | None:
+    """The approval seal checked again for a signed node (`custody.seal_holds`),
+    the policy's decision under the ledger's lock, and the charge with the
+    write-ahead; the node's Submission, or None (refused or blocked now: it waits)."""
+    assert leased.prepared is not None and leased.executor is not None
+    if leased.signature is not None and leased.prepared.signer_key:
+        refused = await custody.seal_holds(tx, leased.prepared.signer_key, snap, node)
+        if refused is not None:
+            await defer(ctx, tx, node, refused)
+            return None
+    policy = await policies.check_at_dispatch(tx, snap.request, node)
+    if policy.wait is not None:
+        await defer(ctx, tx, node, policy.wait)
+        return None
     await policies.charge(tx, policy)  # it goes out: its charge, with its write-ahead
-    key = idempotency_key(node["id"], context.attempt_no)
-    submission = Submission(
+    key = idempotency_key(node["id"], leased.context.attempt_no)
+    return Submission(
         request_id=snap.request["id"],
         node_id=node["id"],
-        attempt_no=context.attempt_no,
+        attempt_no=leased.context.attempt_no,
         idempotency_key=key,
-        context=msgspec.structs.replace(context, idempotency_key=key),
-        prepared=prepared,
-        signature=signature,
-        executor=executor,
+        context=msgspec.structs.replace(leased.context, idempotency_key=key),
+        prepared=leased.prepared,
+        signature=leased.signature,
+        executor=leased.executor,
     )
-    if write_aheads is None:
-        defer_write_ahead(tx, [submission], owner=ctx.instance_id)
-    else:
-        write_aheads.append(submission)
-    return submission
+
+
+async def release_unsubmitted(
+    executor: Executor | None, context: ExecutionContext, node_id: Any
+) -> None:
+    """Give back what an attempt that will never be submitted took in prepare: the
+    executor's `release_unsubmitted(ctx)` (evm: a nonce reservation with no signed
+    bytes kept; bytes kept mean maybe broadcast, and those are never released). A
+    release that fails is logged: evm_nonce_reaper reclaims what is left."""
+    release = getattr(executor, "release_unsubmitted", None)
+    if release is None:
+        return
+    try:
+        await release(context)
+    except Exception as exc:
+        log.warning(
+            "releasing an unsubmitted attempt failed; the reaper reclaims it",
+            extra={"node_id": str(node_id), "error": f"{type(exc).__name__}: {exc}"},
+        )
 
 
 async def defer(ctx: ServiceContext, tx: Tx, node: dict[str, Any], exc: RetryLater) -> None:
@@ -731,21 +987,10 @@ async def _back_to_ready(
     wait_seconds: float,
 ) -> None:
     """Send held SUBMITTING nodes whose submit did nothing back to READY (a new
-    attempt follows), after giving back what their prepare took: the executor's
-    `release_unsubmitted(ctx)` (evm: a nonce reservation with no signed bytes
-    kept; bytes kept mean maybe broadcast, and those are never released). A
-    release that fails is logged: evm_nonce_reaper reclaims what is left."""
+    attempt follows), after giving back what their prepare took
+    (`release_unsubmitted`)."""
     for sub in subs:
-        release = getattr(sub.executor, "release_unsubmitted", None)
-        if release is None:
-            continue
-        try:
-            await release(sub.context)
-        except Exception as exc:
-            log.warning(
-                "releasing an unsubmitted attempt failed; the reaper reclaims it",
-                extra={"node_id": str(sub.node_id), "error": f"{type(exc).__name__}: {exc}"},
-            )
+        await release_unsubmitted(sub.executor, sub.context, sub.node_id)
     if wait_seconds > 0:
         ctx.dispatch_waits.forget()  # a wait the last reading did not see
     await tx.fetch(

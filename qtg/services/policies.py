@@ -59,6 +59,8 @@ SQL = sql_family(
     "lock_charges",
     "charged",
     "insert_charge",
+    "hold_charge",
+    "drop_holds",
     "request_facts",
     "record_policy",
     "insert_approval",
@@ -447,8 +449,12 @@ async def facts(
     )
 
 
-async def used_amounts(tx: Tx, policy: P.Policy, f: P.Facts) -> dict[str, Decimal]:
-    """Per accumulating rule, what its window and scope already hold (charged)."""
+async def used_amounts(
+    tx: Tx, policy: P.Policy, f: P.Facts, request_id: object = None
+) -> dict[str, Decimal]:
+    """Per accumulating rule, what its window and scope already hold: charged, or
+    held for a movement being prepared now (migrations/0081) — but the hold of
+    `request_id`, the movement being decided (None: one not created yet)."""
     out: dict[str, Decimal] = {}
     for rule in policy.accumulating():
         assert rule.accumulation is not None
@@ -459,6 +465,7 @@ async def used_amounts(tx: Tx, policy: P.Policy, f: P.Facts) -> dict[str, Decima
                 {
                     "window_seconds": rule.accumulation.window_seconds,
                     "assets": None if assets is None else sorted(assets),
+                    "request_id": request_id,
                     **P.accumulation_in_scope(rule.accumulation.scope, f),
                 },
             )
@@ -466,8 +473,8 @@ async def used_amounts(tx: Tx, policy: P.Policy, f: P.Facts) -> dict[str, Decima
     return out
 
 
-async def decide(tx: Tx, active: Active, f: P.Facts) -> P.Decision:
-    return P.evaluate(active.policy, f, await used_amounts(tx, active.policy, f))
+async def decide(tx: Tx, active: Active, f: P.Facts, request_id: object = None) -> P.Decision:
+    return P.evaluate(active.policy, f, await used_amounts(tx, active.policy, f, request_id))
 
 
 def blocked_error(active: Active, decision: P.Decision) -> Forbidden:
@@ -565,7 +572,7 @@ async def approve_under_policy(
         # The policy was withdrawn (no version active): as before issue 45.
         return ApprovalStep(True, [actor], 1, 0)
     _, f = await _facts_of_request(tx, row["id"])
-    decision = await decide(tx, active, f)
+    decision = await decide(tx, active, f, row["id"])
     if decision.blocked:
         raise blocked_error(active, decision)
     tx.defer(SQL.record_policy, _record_params(row["id"], active, decision))
@@ -640,17 +647,19 @@ NOT_GOVERNED = DispatchCheck()
 async def check_at_dispatch(
     tx: Tx, request: Mapping[str, Any], node: Mapping[str, Any]
 ) -> DispatchCheck:
-    """Before a policy-governed movement's action node is prepared: the active
-    policy decides again, under the ledger's lock (held until this transaction
-    commits its write-ahead). Blocked (a limit it would cross, an entry
-    removed): `wait` is a RetryLater for the caller to wait on — the node stays
-    READY and pages past MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may
-    cancel it. Allowed: the `charge` the caller writes with `charge` once the
-    node's write-ahead is built — not before, so a node that fails or waits in
-    prepare charges nothing. The nodes of one transaction are prepared one
-    after the other, so each one's sum includes the charges of those before it.
-    A movement created with no policy active, or already charged (an earlier
-    node or attempt), is not decided again."""
+    """Before a policy-governed movement's action node is prepared (in the claim,
+    which then holds its charge: `hold`) and again at its write-ahead: the
+    active policy decides again, under the ledger's lock (held until this
+    transaction commits: the claim's, or the write-ahead's with the charge).
+    Blocked (a limit it would cross, an entry removed): `wait` is a RetryLater
+    for the caller to wait on — the node stays READY and pages past
+    MG_NODE_TRANSIENT_ATTENTION_SECONDS; an operator may cancel it. Allowed:
+    the `charge` the caller writes with `charge` once the node's write-ahead
+    is built — not before, so a node that fails or waits in prepare charges
+    nothing. The nodes of one transaction are decided one after the other, so
+    each one's sum includes the charges and holds of those before it (its own
+    hold aside). A movement created with no policy active, or already charged
+    (an earlier node or attempt), is not decided again."""
     if request.get("policy_version") is None or node["node_kind"] != "action":
         return NOT_GOVERNED
     await tx.fetchval(SQL.lock_charges, {})
@@ -660,7 +669,7 @@ async def check_at_dispatch(
     if active is None:
         return NOT_GOVERNED  # policy withdrawn since: as before issue 45
     _, f = await _facts_of_request(tx, request["id"])
-    decision = await decide(tx, active, f)
+    decision = await decide(tx, active, f, request["id"])
     if decision.blocked:
         detail = ", ".join(f"{k}={v}" for k, v in sorted(decision.detail.items()))
         return DispatchCheck(
@@ -691,6 +700,32 @@ async def charge(tx: Tx, check: DispatchCheck) -> None:
         await tx.execute(SQL.insert_charge, check.charge)
 
 
+async def hold(tx: Tx, check: DispatchCheck, lease: object, lease_seconds: float) -> None:
+    """Hold an allowed movement's charge while its node is prepared with no lock
+    held (issue 44 item 3), for as long as its dispatch `lease`: in the claim's
+    transaction, under the ledger's lock, so every later decision counts it
+    until the write-ahead writes the charge (`charge`) and drops the hold
+    (`drop_holds`), or the lease expires."""
+    if check.charge is not None:
+        held = {k: check.charge[k] for k in ("request_id", "asset", "destination", "initiator")}
+        await tx.execute(
+            SQL.hold_charge,
+            {
+                **held,
+                "amount": check.charge["amount"],
+                "lease": lease,
+                "lease_seconds": lease_seconds,
+            },
+        )
+
+
+def drop_holds(tx: Tx, lease: object, request_ids: list[Any]) -> None:
+    """Defer the end of `lease`'s holds on `request_ids` (committed with the
+    write-ahead transaction: the charge written, or the attempt discarded)."""
+    if request_ids:
+        tx.defer(SQL.drop_holds, {"lease": lease, "request_ids": request_ids})
+
+
 # ------------------------------------------------------------------ what a person sees
 
 
@@ -718,7 +753,7 @@ async def policy_view(tx: Tx, movement: Mapping[str, Any]) -> dict[str, Any] | N
     if movement["request_state"] != "PENDING_APPROVAL" and not given:
         counted = [movement["approved_by"]] if movement.get("approved_by") else []
     _, f = await _facts_of_request(tx, rid)
-    used = await used_amounts(tx, policy, f)
+    used = await used_amounts(tx, policy, f, rid)
     accumulation = []
     for rule in policy.accumulating():
         assert rule.accumulation is not None

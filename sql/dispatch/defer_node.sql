@@ -8,7 +8,8 @@ SET dispatch_not_before = clock_timestamp() + make_interval(secs => %(wait_secon
     transient_since = coalesce(transient_since, clock_timestamp()),
     transient_tries = transient_tries + 1,
     error_code = %(error_code)s,
-    error_detail = %(error_detail)s
+    error_detail = %(error_detail)s,
+    dispatch_lease = NULL  -- the wait replaces a dispatch lease (issue 44 item 3)
 WHERE id = %(node_id)s
   AND node_state = 'READY'
 RETURNING transient_tries, dispatch_not_before

@@ -7,9 +7,13 @@
 -- LIMIT; a row someone holds is left for the next pass. Any network class:
 -- clearing a wait is harmless, and a due row left set would keep every
 -- dispatcher's next_due in the past. transient_since and transient_tries stay
--- (the backoff and the page go on counting until the write-ahead).
+-- (the backoff and the page go on counting until the write-ahead). A due
+-- dispatch lease (issue 44 item 3: its dispatcher died mid-prepare, or overran)
+-- is cleared with its token: the node is claimed again under a new one, and the
+-- old holder, should it still write, finds the lease lost and discards.
 UPDATE movement_request_nodes n
-SET dispatch_not_before = NULL
+SET dispatch_not_before = NULL,
+    dispatch_lease = NULL
 WHERE n.id IN (
     SELECT w.id
     FROM movement_request_nodes w

@@ -18,6 +18,7 @@ SET node_state = 'SUBMITTING',
     error_code = NULL,
     error_detail = NULL,
     dispatch_not_before = NULL,  -- a transient wait (issue 24 item 5) ends here
+    dispatch_lease = NULL,  -- and the dispatch lease (issue 44 item 3)
     transient_since = NULL,
     transient_tries = 0,
     -- the runtime process that will submit (issue 43 item 7): recovery takes the

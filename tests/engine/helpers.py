@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +14,16 @@ from qtg.config import Settings
 from qtg.db import Database, Query
 from qtg.domain.context import ExecutionContext
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import ClaimWalk, Submission, _prepare, dispatch_ready_nodes
+from qtg.services.dispatch import (
+    ClaimWalk,
+    Leased,
+    Submission,
+    _lease,
+    _write_ahead,
+    defer_lease,
+    dispatch_ready_nodes,
+    prepare_leased,
+)
 from qtg.services.movements import approve_movement, create_movement, get_movement
 from qtg.services.observe import next_observe_due, observe_active_nodes
 from qtg.services.recover import recover_unknown_nodes
@@ -153,14 +163,28 @@ def states(m: dict[str, Any]) -> dict[str, str]:
 
 
 async def write_ahead_only(svc: ServiceContext) -> Submission:
-    """Claim and prepare one node and commit SUBMITTING — then "crash": no submit
-    call, and no record of one. Returns the prepared Submission."""
+    """Claim, lease, prepare one node and commit SUBMITTING — then "crash": no
+    submit call, and no record of one. Returns the prepared Submission."""
+    submission = await write_ahead_one(svc)
+    assert submission is not None
+    return submission
+
+
+async def write_ahead_one(svc: ServiceContext) -> Submission | None:
+    """The dispatcher's steps for one claimed node up to its write-ahead commit (the
+    claim with its lease, prepare with no transaction open, the write-ahead), with
+    no submit; its Submission, or None (it failed, waits, or was an observe node)."""
+    lease = uuid.uuid4()
+    leases: list[Leased] = []
     async with svc.db.transaction() as tx:
         claimed = await ClaimWalk(svc.settings.network_class).step(tx)
         assert claimed is not None
-        submission = await _prepare(svc, tx, *claimed)
-    assert submission is not None
-    return submission
+        await _lease(svc, tx, lease, *claimed, leases)
+        defer_lease(svc, tx, lease, leases)
+    for leased in leases:
+        await prepare_leased(svc, leased)
+    [*submissions] = await _write_ahead(svc, lease, leases)
+    return submissions[0] if submissions else None
 
 
 PassFn = Callable[[ServiceContext], Awaitable[int]]

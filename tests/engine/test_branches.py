@@ -8,11 +8,11 @@ import trio
 
 from qtg.db import Query
 from qtg.services.context import ServiceContext
-from qtg.services.dispatch import ClaimWalk, _prepare, _submit, dispatch_ready_nodes
+from qtg.services.dispatch import _submit, dispatch_ready_nodes
 from qtg.services.movements import get_movement, resume_movement
 from qtg.services.observe import observe_active_nodes
 
-from .helpers import Q, drive, eventually, movement, node, states, template
+from .helpers import Q, drive, eventually, movement, node, states, template, write_ahead_one
 
 SLOW = {"observations_to_complete": 3, "retry_after_seconds": 0.05}
 
@@ -125,10 +125,9 @@ async def test_a_failed_submit_decides_from_the_nodes_as_they_are_when_it_commit
     m = await movement(svc, "race")
     held_a = None
     for _ in range(2):  # write-ahead both roots; submit b now, keep a for later
-        async with svc.db.transaction() as tx:
-            node_id, snap = await ClaimWalk("default").step(tx)
-            sub = await _prepare(svc, tx, node_id, snap)
-        if snap.node_by_id(node_id)["node_key"] == "a":
+        sub = await write_ahead_one(svc)
+        assert sub is not None
+        if sub.context.node_key == "a":
             held_a = sub
         else:
             await _submit(svc, sub)

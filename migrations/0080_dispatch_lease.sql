@@ -1,0 +1,15 @@
+-- Issue 44 item 3: node_dispatcher holds no lock across prepare and sign.
+--
+-- Its claim (node and request, SKIP LOCKED, as before) stamps each claimed READY
+-- node with the pass's token in dispatch_lease and a dispatch_not_before past the
+-- prepare's cut-off, and commits: the claim walks (the partial index
+-- movement_request_nodes_ready_now, migration 0019) skip a node with a
+-- dispatch_not_before, so no other dispatcher takes it while the lease holds.
+-- Prepare and sign run with no transaction open. Then the request and the node are
+-- locked again and the write-ahead is written only if dispatch_lease still holds
+-- the token, the node is still READY in the same attempt and the request still
+-- EXECUTING. A lease past its dispatch_not_before (the runtime died mid-prepare:
+-- no write-ahead, nothing sent) is cleared by sql/dispatch/release_due.sql like
+-- any due wait, and the node is claimed again under a new token. No new state.
+-- Nullable, no default: adding it rewrites no row.
+ALTER TABLE movement_request_nodes ADD COLUMN dispatch_lease uuid;
