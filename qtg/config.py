@@ -692,6 +692,11 @@ class Settings:
     stargate_chains: str = setting("MG_STARGATE_CHAINS", "")
     # stargate_delivery's poll of the destination chain for the GUID's OFTReceived.
     stargate_delivery_poll_seconds: float = interval("MG_STARGATE_DELIVERY_POLL_SECONDS", 10.0)
+    # Blocks behind the destination's head, at the delivery's first look, where its search
+    # for the GUID starts (then kept): how far back a delivery made before qtg looked is found.
+    stargate_delivery_search_blocks: int = setting(
+        "MG_STARGATE_DELIVERY_SEARCH_BLOCKS", 50_000, minimum=1
+    )
 
     # ---- deBridge DLN: the `debridge` provider (createOrder, a taker's fulfilment)
     # The chains: a JSON list of {chain_id, dln_source, dln_destination, tokens:
