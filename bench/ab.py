@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                         figures[name]["pickup p50 ms"].append(res.summary.p50)
                         figures[name]["pickup p99 ms"].append(res.summary.p99)
                         for segment, values in res.breakdown.items():
+                            if not values:  # no sample showed its marks (see pickup_breakdown)
+                                continue
                             figures[name][f"pickup {segment} p50 ms"].append(
                                 statistics.median(values)
                             )
