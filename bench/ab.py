@@ -14,9 +14,10 @@ with its own virtualenv whose `bin/qtg-runtime` runs the figures (every
 variant is then an (env, tree) pair); the benchmark itself, the server and the
 workload stay this checkout's, and each checkout runs on copies of the prepared
 databases migrated by its own migrations — so run it from the checkout with the
-fewest (the older commit). With `--peers`, PgQueuer's pickup is measured
-(and, with drains, its drain of PEER_DRAIN_JOBS no-op jobs) in each round too,
-on the same server (python -m bench --peers's method). With `--floor`, the
+fewest (the older commit). With `--peers`, PgQueuer's and DBOS's (1 ms
+polling) pickups are measured (and, with drains, PgQueuer's drain of
+PEER_DRAIN_JOBS no-op jobs, DBOS's of peers.DRAIN_CAP 3-step workflows) in each
+round too, on the same server (python -m bench --peers's method). With `--floor`, the
 floors' pickups too: the least a one-statement claim and a claim followed by
 its write-ahead commit can do (bench/floor.py), and qtg's own statements
 without its runtime (bench/floor_qtg.py).
@@ -41,8 +42,12 @@ import trio
 from bench import databases, floor, floor_qtg, latency, peers, procs, throughput
 from bench.server import PrivateServer
 
-#: No-op jobs in PgQueuer's drain (python -m bench --peers drains as many).
+#: No-op jobs in PgQueuer's drain (python -m bench --peers drains as many; DBOS's drain
+#: is capped at peers.DRAIN_CAP workflows).
 PEER_DRAIN_JOBS = 20000
+#: The peers with issue 47's targets (bench/peers.py TARGETS), measured in each round with
+#: --peers: PgQueuer (the floor) and DBOS at 1 ms polling (the same work).
+AB_PEERS = ("pgqueuer", "dbos-1ms")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tree", action="append", default=[], help="NAME=PATH: a checkout whose runtime to run"
     )
-    parser.add_argument("--peers", action="store_true", help="PgQueuer's pickup in each round")
+    parser.add_argument(
+        "--peers", action="store_true", help="PgQueuer's and DBOS's pickup in each round"
+    )
     parser.add_argument(
         "--floor",
         action="store_true",
@@ -148,17 +155,19 @@ def main(argv: list[str] | None = None) -> int:
                                     file=sys.stderr,
                                 )
 
-                if args.peers:
+                for peer in AB_PEERS if args.peers else ():
                     result = await peers.measure_pickup(
-                        server, "pgqueuer", samples=args.pickups or 200, warmup=20
+                        server, peer, samples=args.pickups or 200, warmup=20
                     )
-                    figures["pgqueuer"]["pickup p50 ms"].append(result.pickup.p50)
-                    figures["pgqueuer"]["pickup p99 ms"].append(result.pickup.p99)
-                    say(f"pgqueuer: pickup {result.pickup.p50:.2f} / {result.pickup.p99:.2f} ms")
+                    figures[peer]["pickup p50 ms"].append(result.pickup.p50)
+                    figures[peer]["pickup p99 ms"].append(result.pickup.p99)
+                    say(f"{peer}: pickup {result.pickup.p50:.2f} / {result.pickup.p99:.2f} ms")
                     if not args.no_drain:
-                        rate = await peers.measure_drain(server, "pgqueuer", jobs=PEER_DRAIN_JOBS)
-                        figures["pgqueuer"]["drain jobs/s"].append(rate)
-                        say(f"pgqueuer: drain {rate:.0f} jobs/s")
+                        jobs = min(PEER_DRAIN_JOBS, peers.DRAIN_CAP.get(peer, PEER_DRAIN_JOBS))
+                        rate = await peers.measure_drain(server, peer, jobs=jobs)
+                        unit = peers.UNITS.get(peer, "jobs")
+                        figures[peer][f"drain {unit}/s"].append(rate)
+                        say(f"{peer}: drain {rate:.0f} {unit}/s")
                 for shape in (*floor.SHAPES, floor_qtg.NAME) if args.floor else ():
                     result = await peers.measure_pickup(
                         server, shape, samples=args.pickups or 200, warmup=20

@@ -692,6 +692,11 @@ class Settings:
     stargate_chains: str = setting("MG_STARGATE_CHAINS", "")
     # stargate_delivery's poll of the destination chain for the GUID's OFTReceived.
     stargate_delivery_poll_seconds: float = interval("MG_STARGATE_DELIVERY_POLL_SECONDS", 10.0)
+    # Blocks behind the destination's head, at the delivery's first look, where its search
+    # for the GUID starts (then kept): how far back a delivery made before qtg looked is found.
+    stargate_delivery_search_blocks: int = setting(
+        "MG_STARGATE_DELIVERY_SEARCH_BLOCKS", 50_000, minimum=1
+    )
 
     # ---- deBridge DLN: the `debridge` provider (createOrder, a taker's fulfilment)
     # The chains: a JSON list of {chain_id, dln_source, dln_destination, tokens:
@@ -705,9 +710,11 @@ class Settings:
     debridge_fulfillment_poll_seconds: float = interval(
         "MG_DEBRIDGE_FULFILLMENT_POLL_SECONDS", 30.0
     )
-    # An order no taker fulfilled this long after its creation pages (warning).
-    debridge_unfulfilled_page_seconds: float = interval(
-        "MG_DEBRIDGE_UNFULFILLED_PAGE_SECONDS", 1800.0
+    # An order no taker fulfilled this long after its creation makes its
+    # debridge_fulfillment node UNKNOWN (DEBRIDGE_UNFULFILLED): it pages like any undecided
+    # node, and operators may cancel the order by resolving the node FAILED.
+    debridge_unfulfilled_after_seconds: float = interval(
+        "MG_DEBRIDGE_UNFULFILLED_AFTER_SECONDS", 1800.0
     )
 
     # ---- speed: batched observation

@@ -47,6 +47,12 @@ REPLACEMENT_BUMP_PERCENT = 12
 DEPTH_TAGS = frozenset({"safe", "finalized"})
 
 
+#: Observe action types an operator cannot settle FAILED by saying so (issue 46): their
+#: money left with an earlier node and may still arrive; the provider proves the failure
+#: from the chains (the executor's `prove_failure`, e.g. a cancelled DLN order's refund).
+PROVIDER_PROVEN_FAILURES = frozenset({"debridge_fulfillment"})
+
+
 class Verdict(StrEnum):
     #: mined at the trusted depth with status 1 (and the effect, if checked, is there)
     COMPLETED = "completed"

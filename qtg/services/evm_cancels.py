@@ -34,11 +34,17 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from qtg.db import sql_family
-from qtg.domain.chain_outcome import bumped, fee_over_cap, parse_fee_caps
+from qtg.domain.chain_outcome import (
+    PROVIDER_PROVEN_FAILURES,
+    bumped,
+    fee_over_cap,
+    parse_fee_caps,
+)
+from qtg.domain.execution import build_execution_context
 from qtg.providers.evm import nonces as evm_nonces
 from qtg.providers.evm.consumed import block_receipt, find_consumer
 from qtg.providers.evm.rpc import EvmRpc, RpcError, RpcUnavailable
-from qtg.services import node_attention, notifications
+from qtg.services import node_attention, notifications, progress
 from qtg.services.auditing import record_audit
 from qtg.services.context import ServiceContext
 
@@ -68,6 +74,9 @@ async def settle_cancels(ctx: ServiceContext) -> int:
     decided = 0
     for res in rows:
         try:
+            if res["action_type"] in PROVIDER_PROVEN_FAILURES:
+                decided += await _settle_by_provider(ctx, res)
+                continue
             decided += await _settle_one(ctx, judge, rpcs, res)
         except (RpcError, RpcUnavailable) as exc:
             # no answer is no verdict: the resolution waits (and pages past its bound)
@@ -121,6 +130,42 @@ async def _settle_one(
         return int(applied)
     await _page_if_overdue(ctx, res)
     return 0
+
+
+async def _settle_by_provider(ctx: ServiceContext, res: Any) -> int:
+    """A provider-proven node (issue 46): its executor's `prove_failure` cancels what the
+    earlier node started and says what the chains show — the refund ("failed"), the
+    money delivered after all ("paid"), or nothing yet (None: it waits, and pages)."""
+    async with ctx.db.transaction() as tx:
+        snap = await progress.load_snapshot(tx, res["request_id"])
+    node = snap.node(res["node_key"])
+    try:
+        executor = ctx.providers.executor_for(node["action_type"], node["executor_key"])
+    except Exception:  # no executor here for it: another runtime's to do
+        return 0
+    prove = getattr(executor, "prove_failure", None)
+    if prove is None:
+        return 0
+    # what the node's observe reads: its predecessors' refs (the order), then its own
+    context = build_execution_context(snap.request, node, snap.nodes, in_flight=True)
+    refs = {**context.provider_context, **context.node_provider_refs}
+    decision = await prove(str(res["node_id"]), res["attempt_no"], refs)
+    if decision is None:
+        await _page_if_overdue(ctx, res)
+        return 0
+    verdict, proof, refs = decision
+    applied = await node_attention.settle_awaiting_proof(
+        ctx.db, res["id"], verdict=verdict, proof=proof, provider_refs=refs
+    )
+    if applied:
+        log.warning(
+            "operators' FAILED %s by the chain (%s %s)",
+            "proven" if verdict == "failed" else "overruled: the money arrived",
+            proof["kind"],
+            proof["tx_hash"],
+            extra={"request_id": str(res["request_id"]), "node_key": res["node_key"]},
+        )
+    return int(applied)
 
 
 async def _page_if_overdue(ctx: ServiceContext, res: Any) -> None:

@@ -33,6 +33,7 @@ import psycopg
 
 from qtg.config import Settings
 from qtg.db import Database, Jsonb, sql_family
+from qtg.domain.chain_outcome import PROVIDER_PROVEN_FAILURES
 from qtg.domain.faults import submitting_grace_seconds
 from qtg.domain.observe_policy import RECOVERY_LANES
 from qtg.domain.states import NodeState, RequestState
@@ -367,10 +368,13 @@ async def resolve_node(
             live = await tx.fetch(
                 SQL.live_signed, {"node_id": node["id"], "attempt_no": locked["attempt_no"]}
             )
-        if live:
+        proven_by_provider = wanted == N.FAILED and node["action_type"] in PROVIDER_PROVEN_FAILURES
+        if live or proven_by_provider:
             # Saying so does not make it so (issue 43 item 3): what this attempt signed
             # could still be mined. The node waits, undecided, for the chain: the reaper
             # replaces those bytes at the same nonce and decides from what consumed it.
+            # A provider-proven node (issue 46) signed nothing, but an earlier node's money
+            # may still arrive: its provider cancels and proves (evm_cancels routes it).
             row = await tx.fetchrow(
                 SQL.confirm_resolution,
                 {"id": open_["id"], "actor": actor, "evidence": evidence_text,
@@ -381,15 +385,17 @@ async def resolve_node(
                 {"chain_id": r["chain_id"], "nonce": r["nonce"], "tx_hash": r["tx_hash"]}
                 for r in live
             ]
+            detail_text = (
+                "resolved FAILED by operators; the money may still arrive, so its provider "
+                f"cancels ({node['action_type']}): FAILED once the chain shows the refund"
+                if proven_by_provider
+                else "resolved FAILED by operators; what this attempt signed could still be "
+                "mined, so a same-nonce cancel replaces it: FAILED once the chain shows the "
+                "cancel consumed "
+                + ", ".join(f"nonce {n['nonce']} on chain {n['chain_id']}" for n in nonces)
+            )
             await tx.execute(
-                SQL.await_failure_proof,
-                {
-                    "node_id": node["id"],
-                    "detail": "resolved FAILED by operators; what this attempt signed could "
-                    "still be mined, so a same-nonce cancel replaces it: FAILED once the chain "
-                    "shows the cancel consumed "
-                    + ", ".join(f"nonce {n['nonce']} on chain {n['chain_id']}" for n in nonces),
-                },
+                SQL.await_failure_proof, {"node_id": node["id"], "detail": detail_text}
             )
             # the reaper's cancel step, now (on this commit), not at its next interval
             await tx.fetchrow(SQL.wake_reaper, {})

@@ -96,12 +96,3 @@ def nodes(dsn: str) -> dict[str, tuple]:
         " FROM movement_request_nodes",
     )
     return {r[0]: r[1:] for r in rows}
-
-
-def pages(dsn: str) -> list[tuple]:
-    """(dedupe_key, resolved) of the debridge_unfulfilled notifications."""
-    return query(
-        dsn,
-        "SELECT dedupe_key, resolved_at IS NOT NULL FROM notifications"
-        " WHERE kind = 'debridge_unfulfilled'",
-    )

@@ -5,7 +5,9 @@ chains and a local LayerZero DVN + executor:
   to chain B: A's holder is N poorer (plus the native fee and gas, in ETH), B's
   recipient N richer, one PacketSent on A, one OFTReceived on B;
 - the executor down (nothing delivered) and the runtime killed -9 while the delivery
-  waits: the delivery stays PENDING, never FAILED, and completes once it delivers;
+  waits: the delivery stays PENDING, never FAILED; delivered while qtg is away and
+  more blocks later than its search window, it is still found (the search start is
+  pinned at the first look);
 - kill -9 before and after the send's broadcast: after a restart the movement
   completes with one send and one delivery, attempt 1 (the kept bytes, never a
   second send). After the broadcast the node is left SUBMITTING with no outcome
@@ -37,6 +39,8 @@ pytestmark = pytest.mark.slow
 
 USDT = 10**6
 HOLDER, RECIPIENT = ADDRESSES[0], ADDRESSES[1]
+#: a search window that the chain outruns within a test (default 50 000 blocks)
+WINDOW = {"MG_STARGATE_DELIVERY_SEARCH_BLOCKS": "100"}
 
 
 @pytest.fixture
@@ -95,22 +99,29 @@ def _observed(dsn: str) -> int:
 def test_an_executor_outage_and_a_kill_while_the_delivery_waits(world, dsn, procs) -> None:
     a, b, da, db, lz = world
     lz.down = True  # LayerZero delivers nothing
-    doomed = launch(procs, dsn, (a.url, b.url), da, db)
+    doomed = launch(procs, dsn, (a.url, b.url), da, db, **WINDOW)
     doomed.wait_ready()
     ids = seed(dsn, RECIPIENT, ["3"], batch="outage")
     wait_until(lambda: _observed(dsn) >= 3, 30, "the runtime to look for the delivery")
     assert nodes(dsn)["delivery"][0] not in ("FAILED", "COMPLETED")
     assert len(packets(a, da)) == 1 and usdt_balance(b, db, RECIPIENT) == 0
     doomed.kill()  # kill -9 while the delivery is outstanding
-    restarted = launch(procs, dsn, (a.url, b.url), da, db, **RECOVER_FAST)
+    restarted = launch(procs, dsn, (a.url, b.url), da, db, **RECOVER_FAST, **WINDOW)
     restarted.wait_ready()
     seen = _observed(dsn)
     wait_until(lambda: _observed(dsn) >= seen + 3, 30, "observations after the restart")
-    state = nodes(dsn)["delivery"][0]
+    state, _, refs = nodes(dsn)["delivery"]
     assert state not in ("FAILED", "COMPLETED"), state  # not delivered is pending, never failed
+    pinned = refs["search_from_block"]  # where the first look started the GUID's search
+    restarted.kill()  # and qtg is away while LayerZero delivers …
     lz.down = False
+    wait_until(lambda: usdt_balance(b, db, RECIPIENT) == 3 * USDT, 30, "LayerZero to deliver")
+    b.call("anvil_mine", hex(300))  # … and for longer than the first look's window
+    launch(procs, dsn, (a.url, b.url), da, db, **RECOVER_FAST, **WINDOW).wait_ready()
     wait_until(lambda: all_completed(dsn, ids), 60, "the movement to complete after the outage")
     _moved_once(world, 3 * USDT)
+    # found from the pinned start, not from a window behind the head it has since left
+    assert nodes(dsn)["delivery"][2]["search_from_block"] == pinned
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         status_url=settings.debridge_status_url,
         status_timeout=settings.debridge_status_timeout_seconds,
         fulfillment_poll=settings.debridge_fulfillment_poll_seconds,
-        page_after=settings.debridge_unfulfilled_page_seconds,
+        unfulfilled_after=settings.debridge_unfulfilled_after_seconds,
     )
     registry.add_closer(executor.aclose)
     registry.add_executor(executor)

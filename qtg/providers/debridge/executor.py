@@ -18,7 +18,12 @@ plus the taker's margin, and DlnSource's globalFixedNativeFee in the native coin
   that paid takeAmount of the take token to receiverDst. FAILED only when the order
   was cancelled on the destination and the source chain holds the
   ClaimedOrderCancel that refunded the give amount. Anything else is pending; an
-  order unfulfilled MG_DEBRIDGE_UNFULFILLED_PAGE_SECONDS after its creation pages.
+  order unfulfilled MG_DEBRIDGE_UNFULFILLED_AFTER_SECONDS after its creation is UNKNOWN
+  (DEBRIDGE_UNFULFILLED): it pages like any undecided node, and recovery keeps asking.
+- The cancel lever (`prove_failure`): operators resolving that node FAILED (four eyes,
+  qtg.services.node_attention) do not make it so: qtg sends `sendEvmOrderCancel` on the
+  destination (write-ahead, kept bytes, like any transaction of qtg's), and the node is
+  FAILED only when the source shows the refund; if a taker fulfilled first, it is paid.
 """
 
 from __future__ import annotations
@@ -31,9 +36,8 @@ from typing import Any
 
 import httpx
 import trio
-from psycopg.types.json import Jsonb
 
-from qtg.db import Database, sql_family
+from qtg.db import Database
 from qtg.domain import bounded_json
 from qtg.domain.chain_outcome import Verdict, not_landed_proof
 from qtg.domain.context import ExecutionContext
@@ -55,6 +59,7 @@ from qtg.domain.debridge import (
     fulfilled_in_logs,
     give_orders_data,
     refund_from_logs,
+    send_evm_order_cancel_data,
     state_from_body,
     take_orders_data,
 )
@@ -93,8 +98,6 @@ from qtg.providers.evm.transactions import (
     allowance_raise_call,
     contract_call_tx,
 )
-
-SQL = sql_family("debridge", "page_unfulfilled", "resolve_unfulfilled")
 
 EXECUTOR_KEY = "debridge"
 ACTION_TYPES = frozenset({"debridge_send", "debridge_fulfillment"})
@@ -135,7 +138,7 @@ class DebridgeExecutor:
         status_url: str,
         status_timeout: float,
         fulfillment_poll: float,
-        page_after: float,
+        unfulfilled_after: float,
     ) -> None:
         self._db = db
         self._rpcs = rpcs
@@ -145,7 +148,7 @@ class DebridgeExecutor:
         self._api = status_url.rstrip("/")
         self._api_timeout = status_timeout
         self._poll = fulfillment_poll
-        self._page_after = page_after
+        self._unfulfilled_after = unfulfilled_after
         self._http = httpx.AsyncClient(timeout=status_timeout)
 
     async def aclose(self) -> None:
@@ -598,7 +601,6 @@ class DebridgeExecutor:
         if taken in (TAKE_FULFILLED, TAKE_SENT_UNLOCK):
             done = await self._fulfilled(dest, order, order_id)
             if done is not None:
-                await self._unpage(order_id)
                 found = {**carried, **done}
                 return ObserveResult(
                     status=ObserveStatus.COMPLETED,
@@ -608,7 +610,6 @@ class DebridgeExecutor:
         elif taken == TAKE_SENT_ORDER_CANCEL:
             refund = await self._refunded(source, order_id)
             if refund is not None:
-                await self._unpage(order_id)
                 return ObserveResult(
                     status=ObserveStatus.FAILED,
                     provider_refs={**carried, **refund},
@@ -624,7 +625,18 @@ class DebridgeExecutor:
         detail = f"destination takeOrders status {taken}; status API: {api_state or 'no answer'}"
         if api_state in API_FULFILLED and taken not in (TAKE_FULFILLED, TAKE_SENT_UNLOCK):
             detail += " (the API alone is no proof: waiting for the destination chain)"
-        await self._page_if_late(ctx, carried, order_id, taken)
+        created_at = carried.get("created_at")
+        if isinstance(created_at, int) and time.time() - created_at >= self._unfulfilled_after:
+            # still fillable, so never FAILED: undecided, which pages like any UNKNOWN node
+            # (MANUAL_INTERVENTION); recovery keeps asking (a late taker still completes
+            # it), and operators may cancel it by resolving it FAILED (prove_failure)
+            return ObserveResult(
+                status=ObserveStatus.UNKNOWN,
+                provider_refs=carried,
+                error_code="DEBRIDGE_UNFULFILLED",
+                error_detail=f"no taker fulfilled order {order_id} in "
+                f"{time.time() - created_at:.0f} s; {detail}",
+            )
         return ObserveResult(
             status=ObserveStatus.PENDING,
             provider_refs=carried,
@@ -666,31 +678,115 @@ class DebridgeExecutor:
                 }
         return None
 
-    async def _page_if_late(
-        self, ctx: ExecutionContext, refs: Mapping[str, Any], order_id: str, taken: int
-    ) -> None:
-        """An order still unfulfilled past the bound pages a person (once while open):
-        the money sits in DlnSource; the lever is a cancel (docs/providers/debridge.md)."""
-        created_at = refs.get("created_at")
-        if not isinstance(created_at, int) or time.time() - created_at < self._page_after:
-            return
-        await self._db.fetchval(
-            SQL.page_unfulfilled,
-            {
-                "dedupe_key": _page_key(order_id),
-                "subject": f"deBridge order {order_id} unfulfilled for "
-                f"{time.time() - created_at:.0f} s",
-                "body": f"No taker fulfilled the order (destination status {taken}). The "
-                "give amount is locked in DlnSource; an operator may cancel it (the node ends "
-                "FAILED only when the source chain shows the refund).",
-                "links": Jsonb({"order_id": order_id}),
-                "request_id": ctx.request_id,
-                "node_key": ctx.node_key,
-            },
+    # ------------------------------------------------------------- the lever
+    async def prove_failure(
+        self, node_id: str, attempt_no: int, refs: Mapping[str, Any]
+    ) -> tuple[str, dict[str, Any], dict[str, Any] | None] | None:
+        """Operators resolved a debridge_fulfillment node FAILED (four eyes): the order is
+        cancelled and the chains decide. ("failed", proof, None) once the source chain
+        holds the ClaimedOrderCancel that refunded the give amount; ("paid", proof, refs)
+        when a taker fulfilled the order first (the receiver was paid: never FAILED);
+        None while neither shows — the cancel is sent, or its kept bytes sent again."""
+        if "order" not in refs or "order_id" not in refs:
+            return None  # nothing to cancel by: the resolution waits (and pages)
+        order, order_id = decode_order(str(refs["order"])), str(refs["order_id"])
+        source = self._chains[int(refs["source_chain_id"])]
+        dest = self._chains[int(refs["destination_chain_id"])]
+        raw = await self._rpcs[dest.chain_id].eth_call(
+            dest.dln_destination, take_orders_data(order_id)
         )
+        taken = first_word(raw)
+        kept = await self._follow_cancel(node_id, attempt_no, dest)
+        if taken in (TAKE_FULFILLED, TAKE_SENT_UNLOCK):
+            done = await self._fulfilled(dest, order, order_id)
+            if done is None:
+                return None
+            proof = {"kind": "debridge_fulfilled", "tx_hash": done["dest_tx_hash"]}
+            return "paid", {**proof, "block": done["dest_block"]}, {**refs, **done}
+        if taken == TAKE_SENT_ORDER_CANCEL:
+            refund = await self._refunded(source, order_id)
+            if refund is None:
+                return None  # cancelled on the destination; the refund is on its way
+            proof = {
+                "kind": "debridge_refund",
+                "tx_hash": refund["refund_tx_hash"],
+                "order_id": order_id,
+                "refunded": refund["refunded_amount"],
+                "chain_id": source.chain_id,
+            }
+            return "failed", proof, None
+        if not kept:
+            await self._send_cancel(node_id, attempt_no, dest, order)
+        return None
 
-    async def _unpage(self, order_id: str) -> None:
-        await self._db.fetchval(SQL.resolve_unfulfilled, {"dedupe_key": _page_key(order_id)})
+    async def _follow_cancel(self, node_id: str, attempt_no: int, dest: Chain) -> bool:
+        """The kept cancel of this resolution, if any (True), under the chain rule: its
+        bytes go out again until the chain consumes the nonce, then the reservation is
+        spent — the order's status says what the cancel did (mined, or reverted because
+        a taker came first)."""
+        key = _cancel_key(node_id)
+        row = await evm_nonces.for_attempt(self._db, request_node_id=key, attempt_no=attempt_no)
+        if row is None or not row["tx_hash"]:
+            return False
+        seen = await self._judge.look(
+            dest.chain_id,
+            row["address"],
+            int(row["nonce"]),
+            request_node_id=key,
+            attempt_no=attempt_no,
+            known_hashes=(row["tx_hash"],),
+        )
+        verdict = seen.judgement.verdict
+        if verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
+            await self._judge.rebroadcast(
+                dest.chain_id, seen.txs, unless_within=REBROADCAST_EVERY_SECONDS
+            )
+        elif seen.judgement.receipt is not None or verdict is Verdict.NOT_LANDED:
+            await evm_nonces.mark(
+                self._db,
+                state="consumed",
+                chain_id=dest.chain_id,
+                address=row["address"],
+                nonce=int(row["nonce"]),
+                owner=node_id,
+                attempt_no=attempt_no,
+            )
+        return True
+
+    async def _send_cancel(self, node_id: str, attempt_no: int, dest: Chain, order: Order) -> None:
+        """sendEvmOrderCancel(order, qtg's signer, 0) on the destination: reserved, and its
+        bytes kept before the broadcast (submit_signed); `_follow_cancel` from then on."""
+        key = _cancel_key(node_id)
+        rpc = self._rpcs[dest.chain_id]
+        owner = self._signer.address
+
+        async def reserve(floor: int, counts: tuple[int, int]) -> int:
+            return await evm_nonces.reserve(
+                self._db,
+                chain_id=dest.chain_id,
+                address=owner,
+                request_node_id=key,
+                attempt_no=attempt_no,
+                chain_floor=floor,
+                chain_counts=counts,
+            )
+
+        nonce = await evm_ledger.reserve_in_step(self._db, rpc, owner, reserve)
+        call = {
+            "from": owner,
+            "to": dest.dln_destination,
+            "data": send_evm_order_cancel_data(order, owner),
+        }
+        tx = await contract_call_tx(rpc, self._judge, dest.chain_id, call, nonce)
+        signed = await self._sign(tx, "debridge_cancel")
+        await submit_signed(
+            self._db,
+            rpc,
+            chain_id=dest.chain_id,
+            address=owner,
+            run=[Signed(nonce, raw_tx_hash(signed), signed, tx, key, attempt_no)],
+            crash_prefix="debridge_cancel.",
+        )
 
     # ---------------------------------------------------------------- recover
     async def recover(self, ctx: ExecutionContext) -> RecoverResult:
@@ -778,10 +874,6 @@ class DebridgeExecutor:
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
 
 
-def _page_key(order_id: str) -> str:
-    return f"debridge_unfulfilled:{order_id}"
-
-
 async def _release(db: Database, ctx: ExecutionContext, row: Mapping[str, Any]) -> None:
     await evm_nonces.mark(
         db,
@@ -814,6 +906,11 @@ def _not_sent(detail: str) -> RecoverResult:
     return RecoverResult(
         outcome=RecoverOutcome.NOT_SUBMITTED, error_code="DEBRIDGE_NOT_SENT", error_detail=detail
     )
+
+
+def _cancel_key(node_id: str) -> str:
+    """The reservation key of the order's cancel, under the fulfilment node's id."""
+    return f"{node_id}:cancel"
 
 
 def _approve_key(ctx: ExecutionContext) -> str:

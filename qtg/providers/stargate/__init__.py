@@ -41,5 +41,6 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
             registry.evm_judge,
             chains,
             delivery_poll=settings.stargate_delivery_poll_seconds,
+            search_blocks=settings.stargate_delivery_search_blocks,
         )
     )

@@ -72,8 +72,6 @@ ACTION_TYPES = frozenset({"stargate_send", "stargate_delivery"})
 TOKEN_DECIMALS = 6
 #: send's gas when it cannot be estimated (its allowance raise is not mined yet)
 SEND_GAS = 400_000
-#: blocks back from the head searched for the GUID's OFTReceived
-RECEIVED_LOG_WINDOW = 50_000
 #: what the send carries forward to the delivery
 CARRIED = (
     "source_chain_id",
@@ -108,6 +106,7 @@ class StargateExecutor(ContractActionExecutor):
         chains: dict[int, Chain],
         *,
         delivery_poll: float,
+        search_blocks: int = 50_000,
     ) -> None:
         self._db = db
         self._rpcs = rpcs
@@ -115,6 +114,7 @@ class StargateExecutor(ContractActionExecutor):
         self._judge = judge
         self._chains = chains
         self._delivery_poll = delivery_poll
+        self._search_blocks = search_blocks
 
     # ---------------------------------------------------------------- helpers
     def _chain(self, chain_id: Any, what: str) -> Chain:
@@ -287,30 +287,32 @@ class StargateExecutor(ContractActionExecutor):
     async def _observe_delivery(self, ctx: ExecutionContext) -> ObserveResult:
         refs = {**ctx.provider_context, **ctx.node_provider_refs}
         guid, chain_id = refs.get("guid"), refs.get("destination_chain_id")
-        if not isinstance(guid, str) or not isinstance(chain_id, int):
+        dest = self._chains.get(chain_id) if isinstance(chain_id, int) else None
+        if not isinstance(guid, str) or dest is None or dest.chain_id not in self._rpcs:
+            # never FAILED: a send may have moved money; what it was must be read by a person
             return ObserveResult(
-                status=ObserveStatus.FAILED,
+                status=ObserveStatus.UNKNOWN,
                 error_code="STARGATE_NO_SEND",
-                error_detail="stargate_delivery needs a stargate_send before it (its GUID)",
+                error_detail="stargate_delivery needs a stargate_send before it (its GUID) to "
+                f"a chain in MG_STARGATE_CHAINS and MG_EVM_RPC_URLS (got {chain_id!r})",
             )
-        carried = {k: refs[k] for k in CARRIED if k in refs}
-        dest = self._chain(chain_id, "destination_chain_id")
         rpc = self._rpcs[dest.chain_id]
+        carried = {k: refs[k] for k in CARRIED if k in refs}
+        # where the search starts, pinned at the first look (the delivery cannot come
+        # before the send): found however long the runtime was away, never out of a window
+        from_block = refs.get("search_from_block")
+        if not isinstance(from_block, int):
+            from_block = max(0, await rpc.block_number() - self._search_blocks)
+        carried["search_from_block"] = from_block
         pending = ObserveResult(
             status=ObserveStatus.PENDING,
             provider_refs=carried,
             retry_after_seconds=self._delivery_poll,
             error_detail=f"LayerZero message {guid} not delivered on chain {dest.chain_id} yet",
         )
-        height = await rpc.block_number()
         logs = await rpc.call(
             "eth_getLogs",
-            {
-                "address": dest.pool,
-                "topics": [OFT_RECEIVED, guid],
-                # a window, not the whole chain: the delivery is recent when this runs
-                "fromBlock": hex(max(0, height - RECEIVED_LOG_WINDOW)),
-            },
+            {"address": dest.pool, "topics": [OFT_RECEIVED, guid], "fromBlock": hex(from_block)},
         )
         if not logs:
             return pending  # not delivered yet: never FAILED, the money is in flight

@@ -1,2 +1,0 @@
--- The order was fulfilled, or cancelled and refunded: its page is over.
-SELECT qtg_resolve_notification(%(dedupe_key)s) AS resolved
