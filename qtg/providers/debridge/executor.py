@@ -218,6 +218,19 @@ class DebridgeExecutor(ContractActionExecutor):
         if problem is not None:
             field, message, code = problem
             raise IntentRejected(field, message, code=code.replace("EVM_", "DEBRIDGE_"))
+        # an asset with no token on both of the template's chains can never be ordered
+        chains = [
+            self._chains.get(cfg.get(key))  # type: ignore[arg-type]
+            for key in ("source_chain_id", "destination_chain_id")
+            if isinstance(cfg, Mapping)
+        ]
+        asset = str(intent.get("asset", "")).upper()
+        if "asset" in intent and any(c is not None and asset not in c.tokens for c in chains):
+            raise IntentRejected(
+                "asset",
+                f"asset {intent['asset']!r} has no token on both chains in MG_DEBRIDGE_CHAINS",
+                code="DEBRIDGE_ASSET_UNKNOWN",
+            )
 
     async def preflight(self, ctx: ExecutionContext) -> None:
         with transient_rpc_faults("preflight"):  # a wait, not a failure (issue 24)
