@@ -114,22 +114,28 @@ async def _settle_one(
     # the attempt's own nonce decides; only raises left live (its own consumed with no
     # kept bytes): the highest of them
     decision = decisions[own] if own in decisions else next(reversed(decisions.values()), None)
-    if decision is not None:
-        verdict, proof, refs = decision
-        applied = await node_attention.settle_awaiting_proof(
-            ctx.db, res["id"], verdict=verdict, proof=proof, provider_refs=refs
+    return await _apply(ctx, res, decision)
+
+
+async def _apply(ctx: ServiceContext, res: Any, decision: Decision) -> int:
+    """The chain's verdict applied to the resolution (1), or none yet: it waits, and pages
+    past its bound (0)."""
+    if decision is None:
+        await _page_if_overdue(ctx, res)
+        return 0
+    verdict, proof, refs = decision
+    applied = await node_attention.settle_awaiting_proof(
+        ctx.db, res["id"], verdict=verdict, proof=proof, provider_refs=refs
+    )
+    if applied:
+        log.warning(
+            "operators' FAILED %s by the chain (%s %s)",
+            "proven" if verdict == "failed" else "overruled: the money arrived after all",
+            proof["kind"],
+            proof["tx_hash"],
+            extra={"request_id": str(res["request_id"]), "node_key": res["node_key"]},
         )
-        if applied:
-            log.warning(
-                "operators' FAILED %s by the chain (%s %s)",
-                "proven" if verdict == "failed" else "overruled: the payment was mined",
-                proof["kind"],
-                proof["tx_hash"],
-                extra={"request_id": str(res["request_id"]), "node_key": res["node_key"]},
-            )
-        return int(applied)
-    await _page_if_overdue(ctx, res)
-    return 0
+    return int(applied)
 
 
 async def _settle_by_provider(ctx: ServiceContext, res: Any) -> int:
@@ -149,23 +155,8 @@ async def _settle_by_provider(ctx: ServiceContext, res: Any) -> int:
     # what the node's observe reads: its predecessors' refs (the order), then its own
     context = build_execution_context(snap.request, node, snap.nodes, in_flight=True)
     refs = {**context.provider_context, **context.node_provider_refs}
-    decision = await prove(str(res["node_id"]), res["attempt_no"], refs)
-    if decision is None:
-        await _page_if_overdue(ctx, res)
-        return 0
-    verdict, proof, refs = decision
-    applied = await node_attention.settle_awaiting_proof(
-        ctx.db, res["id"], verdict=verdict, proof=proof, provider_refs=refs
-    )
-    if applied:
-        log.warning(
-            "operators' FAILED %s by the chain (%s %s)",
-            "proven" if verdict == "failed" else "overruled: the money arrived",
-            proof["kind"],
-            proof["tx_hash"],
-            extra={"request_id": str(res["request_id"]), "node_key": res["node_key"]},
-        )
-    return int(applied)
+    decision: Decision = await prove(str(res["node_id"]), res["attempt_no"], refs)
+    return await _apply(ctx, res, decision)
 
 
 async def _page_if_overdue(ctx: ServiceContext, res: Any) -> None:

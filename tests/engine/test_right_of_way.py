@@ -117,7 +117,10 @@ async def test_a_dispatch_stretch_holds_the_observers_claim_and_calls(svc: Servi
             observing = trio.Event()
 
             async def observe() -> None:
-                assert await observe_active_nodes(ctx) == 3
+                # the 3 waiting nodes; and the gated one when its submit, which
+                # follows the stretch's end, commits before the observer's claim
+                # reads (a race of two round trips, not the rule under test)
+                assert await observe_active_nodes(ctx) in (3, 4)
                 observing.set()
 
             nursery.start_soon(observe)

@@ -28,10 +28,8 @@ plus the taker's margin, and DlnSource's globalFixedNativeFee in the native coin
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -39,7 +37,7 @@ import trio
 
 from qtg.db import Database
 from qtg.domain import bounded_json
-from qtg.domain.chain_outcome import Verdict, not_landed_proof
+from qtg.domain.chain_outcome import Verdict
 from qtg.domain.context import ExecutionContext
 from qtg.domain.debridge import (
     API_FULFILLED,
@@ -63,7 +61,7 @@ from qtg.domain.debridge import (
     state_from_body,
     take_orders_data,
 )
-from qtg.domain.evm import intent_problem, is_address, nonce_lane_key, to_base_units
+from qtg.domain.evm import intent_problem, is_address, to_base_units
 from qtg.providers.base import (
     HealthReport,
     HealthState,
@@ -72,29 +70,20 @@ from qtg.providers.base import (
     ObserveStatus,
     PreflightError,
     PreparedAction,
-    RecoverOutcome,
     RecoverResult,
-    SubmitRejected,
-    SubmitResult,
 )
-from qtg.providers.evm import ledger as evm_ledger
 from qtg.providers.evm import nonces as evm_nonces
+from qtg.providers.evm.contract_action import ContractActionExecutor, from_observation
 from qtg.providers.evm.outcome import (
     REBROADCAST_EVERY_SECONDS,
     ChainJudge,
-    Look,
-    Sent,
     Signed,
-    pending_observation,
-    pending_recovery,
     raw_tx_hash,
-    reclaimed,
     submit_signed,
 )
 from qtg.providers.evm.rpc import EvmRpc, transient_rpc_faults
 from qtg.providers.evm.signer import EvmSigner
 from qtg.providers.evm.transactions import (
-    ALLOWANCE_RAISE_HEADROOM_GAS,
     allowance_raise_call,
     contract_call_tx,
 )
@@ -123,9 +112,15 @@ ORDER_REFS = (
 )
 
 
-class DebridgeExecutor:
+class DebridgeExecutor(ContractActionExecutor):
     key = EXECUTOR_KEY
     action_types = ACTION_TYPES
+    prefix = "DEBRIDGE"
+    no_effect_code = "DEBRIDGE_NO_ORDER"
+    no_effect_detail = (
+        "createOrder was mined with status 1 but has no CreatedOrder log of the configured "
+        "DlnSource: a person decides"
+    )
 
     def __init__(
         self,
@@ -211,30 +206,6 @@ class DebridgeExecutor:
             },
         )
 
-    async def _sign(self, tx: dict[str, Any], action: str) -> str:
-        """Sign a side transaction (an allowance raise) of this node; the raw bytes."""
-        from qtg.domain.context import SigningIntent, SignRequest
-
-        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
-        digest = hashlib.sha256(payload.encode()).hexdigest()
-        return await self._signer.sign(
-            SignRequest(
-                request_id="",
-                request_node_id="",
-                signing_intent=SigningIntent(
-                    action=action,
-                    asset="",
-                    amount="",
-                    destination=tx["to"],
-                    allowed_payload_hash=digest,
-                ),
-                payload_format="evm_tx_json",
-                payload=payload,
-                payload_hash=digest,
-                metadata={},
-            )
-        )
-
     # --------------------------------------------------------------- contract
     def check_intent(self, intent: Mapping[str, Any], node_config: Mapping[str, Any]) -> None:
         """At movement creation: a receiver that is no address, or an amount the token
@@ -247,6 +218,19 @@ class DebridgeExecutor:
         if problem is not None:
             field, message, code = problem
             raise IntentRejected(field, message, code=code.replace("EVM_", "DEBRIDGE_"))
+        # an asset with no token on both of the template's chains can never be ordered
+        chains = [
+            self._chains.get(cfg.get(key))  # type: ignore[arg-type]
+            for key in ("source_chain_id", "destination_chain_id")
+            if isinstance(cfg, Mapping)
+        ]
+        asset = str(intent.get("asset", "")).upper()
+        if "asset" in intent and any(c is not None and asset not in c.tokens for c in chains):
+            raise IntentRejected(
+                "asset",
+                f"asset {intent['asset']!r} has no token on both chains in MG_DEBRIDGE_CHAINS",
+                code="DEBRIDGE_ASSET_UNKNOWN",
+            )
 
     async def preflight(self, ctx: ExecutionContext) -> None:
         with transient_rpc_faults("preflight"):  # a wait, not a failure (issue 24)
@@ -272,45 +256,12 @@ class DebridgeExecutor:
         source, dest, o = self._order_input(ctx)
         rpc = self._rpcs[source.chain_id]
         owner = self._signer.address
-        # raised by the amount where the token can, else approve(current + amount) on the
-        # nonce right below the order (evm_nonces.reserve_run): nothing of ours runs
-        # between them, so orders prepared side by side never spend each other's
+        # raised by the amount where the token can, else approve(current + amount), on the
+        # nonce right below the order's
         raise_call = await allowance_raise_call(
             rpc, o["give_token"], owner, source.dln_source, o["give"]
         )
-        keys = (
-            [ctx.request_node_id]
-            if raise_call is None
-            else [_approve_key(ctx), ctx.request_node_id]
-        )
-
-        async def reserve(floor: int, counts: tuple[int, int]) -> list[int]:
-            return await evm_nonces.reserve_run(
-                self._db,
-                chain_id=source.chain_id,
-                address=owner,
-                request_node_ids=keys,
-                attempt_no=ctx.attempt_no,
-                chain_floor=floor,
-                chain_counts=counts,
-            )
-
-        # the ledger checks itself against the chain first (issue 43 item 2)
-        *raise_nonces, nonce = await evm_ledger.reserve_in_step(self._db, rpc, owner, reserve)
-        approvals = []
-        if raise_call is not None:
-            raise_tx = await contract_call_tx(
-                rpc,
-                self._judge,
-                source.chain_id,
-                raise_call,
-                raise_nonces[0],
-                headroom=ALLOWANCE_RAISE_HEADROOM_GAS,
-            )
-            raw = await self._sign(raise_tx, "approve")
-            approvals.append(
-                {"nonce": raise_nonces[0], "raw": raw, "tx_hash": raw_tx_hash(raw), "tx": raise_tx}
-            )
+        nonce, approvals = await self._reserve_with_raise(ctx, rpc, source.chain_id, raise_call)
         fee = first_word(await rpc.eth_call(source.dln_source, "0x" + GLOBAL_FIXED_NATIVE_FEE))
         call = {
             "from": owner,
@@ -336,82 +287,7 @@ class DebridgeExecutor:
             "take_amount": str(o["take"]),
             "approvals": approvals,
         }
-        payload = json.dumps(tx, sort_keys=True, separators=(",", ":"))
-        return PreparedAction(
-            action_type=ctx.action_type,
-            payload_format="evm_tx_json",
-            payload=payload,
-            payload_hash=hashlib.sha256(payload.encode()).hexdigest(),
-            needs_signature=True,
-            signer_key=self._signer.key,
-        )
-
-    async def release_unsubmitted(self, ctx: ExecutionContext) -> None:
-        """Not submitted (the rest of a nonce lane after a refused or ambiguous submit):
-        give back the attempt's reservations that kept no signed bytes (issue 24)."""
-        await evm_nonces.release_unsigned(
-            self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
-        )
-
-    def lane_key(self, prepared: PreparedAction) -> str:
-        """The sender's nonce lane, shared with the evm, ccip and cctp executors."""
-        return nonce_lane_key(json.loads(prepared.payload))
-
-    async def submit(
-        self,
-        ctx: ExecutionContext,
-        prepared: PreparedAction,
-        signature: str | None,
-        idempotency_key: str,
-    ) -> SubmitResult:
-        if not signature:
-            raise SubmitRejected(
-                f"{ctx.action_type} needs the signed transaction", code="DEBRIDGE_UNSIGNED"
-            )
-        tx = json.loads(prepared.payload)
-        meta = tx.get("qtg") or {}
-        chain_id, nonce = int(tx["chainId"]), int(tx["nonce"])
-        tx_hash = raw_tx_hash(signature)
-        approvals = meta.get("approvals") or []
-        # the signed bytes kept before anything is broadcast, then sent in nonce order
-        run = [
-            Signed(a["nonce"], a["tx_hash"], a["raw"], a["tx"], _approve_key(ctx), ctx.attempt_no)
-            for a in approvals
-        ]
-        run.append(
-            Signed(
-                nonce,
-                tx_hash,
-                signature,
-                {k: v for k, v in tx.items() if k != "qtg"},
-                ctx.request_node_id,
-                ctx.attempt_no,
-            )
-        )
-        refs: dict[str, Any] = {
-            "chain_id": chain_id,
-            "tx_hash": tx_hash,
-            "from": tx["from"],
-            "nonce": nonce,
-        }
-        if approvals:
-            refs["approval_nonces"] = [a["nonce"] for a in approvals]
-        done = await submit_signed(
-            self._db,
-            self._rpcs[chain_id],
-            chain_id=chain_id,
-            address=tx["from"],
-            run=run,
-            crash_prefix=f"{ctx.action_type}.",
-        )
-        if done.sent is Sent.RECLAIMED:  # nothing was broadcast: a new attempt, not FAILED
-            raise reclaimed("DEBRIDGE", nonce)
-        if done.sent is Sent.REFUSED:  # every URL refused the first bytes: nothing left
-            raise SubmitRejected(
-                f"node refused the {ctx.action_type}: {done.refusal}", code="DEBRIDGE_REJECTED"
-            )
-        # accepted, or maybe on its way: the chain decides, through observe
-        return SubmitResult(provider_refs=refs)
+        return self._prepared(ctx, tx)
 
     # ---------------------------------------------------------------- observe
     async def observe(self, ctx: ExecutionContext) -> ObserveResult:
@@ -419,100 +295,19 @@ class DebridgeExecutor:
             return await self._observe_fulfillment(ctx)
         refs = dict(ctx.node_provider_refs)
         seen = await self._look(ctx, refs)
-        return await self._settle(ctx, refs, seen)
+        return await self._settle(ctx, refs, seen, rebroadcast_within=REBROADCAST_EVERY_SECONDS)
 
-    async def _look(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> Look:
-        """The chain's verdict on this attempt's createOrder (qtg.domain.chain_outcome)."""
+    def _effect(
+        self, ctx: ExecutionContext, refs: Mapping[str, Any]
+    ) -> Callable[[dict[str, Any]], bool] | None:
         source = self._chains[int(refs["chain_id"])].dln_source
 
         def effect(receipt: dict[str, Any]) -> bool:  # the order's CreatedOrder is there
             return created_from_logs(receipt.get("logs") or [], source) is not None
 
-        return await self._judge.look(
-            int(refs["chain_id"]),
-            refs["from"],
-            int(refs["nonce"]),
-            request_node_id=ctx.request_node_id,
-            attempt_no=ctx.attempt_no,
-            known_hashes=(refs.get("tx_hash"),),
-            effect=effect,
-        )
+        return effect
 
-    async def _keep_raise_moving(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> None:
-        """The allowance raise sits just below the order's nonce: while the order waits,
-        the raise's kept bytes go out again too (a lost raise would hold it forever)."""
-        for nonce in refs.get("approval_nonces", ()):
-            seen = await self._judge.look(
-                int(refs["chain_id"]),
-                refs["from"],
-                int(nonce),
-                request_node_id=_approve_key(ctx),
-                attempt_no=ctx.attempt_no,
-            )
-            if seen.judgement.verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
-                await self._judge.rebroadcast(int(refs["chain_id"]), seen.txs)
-
-    async def _settle(
-        self, ctx: ExecutionContext, refs: dict[str, Any], seen: Look
-    ) -> ObserveResult:
-        verdict, mined = seen.judgement.verdict, seen.judgement.receipt
-        if mined is not None:
-            refs["tx_hash"] = mined.tx_hash  # the one of ours that was mined
-        if verdict in (Verdict.COMPLETED, Verdict.FAILED_REVERTED) and seen.receipt is not None:
-            return await self._created(ctx, refs, seen.receipt)
-        if verdict is Verdict.NEEDS_PERSON:
-            await self._consume(ctx, refs)
-            return ObserveResult(
-                status=ObserveStatus.UNKNOWN,
-                provider_refs=refs,
-                error_code="DEBRIDGE_NO_ORDER",
-                error_detail="createOrder was mined with status 1 but has no CreatedOrder log "
-                "of the configured DlnSource: a person decides",
-            )
-        if verdict is Verdict.NOT_LANDED:
-            await self._consume(ctx, refs)
-            return ObserveResult(
-                status=ObserveStatus.UNKNOWN,
-                provider_refs=refs,
-                error_code="DEBRIDGE_NOT_LANDED",
-                error_detail=not_landed_proof(seen.judgement, int(refs["nonce"]))
-                + " (recovery makes a new attempt)",
-            )
-        pending = pending_observation(seen, refs, "DEBRIDGE", int(refs["nonce"]))
-        if pending is not None:
-            return pending
-        chain_id = int(refs["chain_id"])
-        if verdict is Verdict.REPLACE_WITH_BUMP:
-            new_hash = await self._judge.replace(
-                chain_id, seen.txs, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
-            )
-            if new_hash is not None:
-                refs["tx_hash"] = new_hash
-            await self._keep_raise_moving(ctx, refs)
-        elif verdict is Verdict.WAIT_REBROADCAST:
-            await self._keep_raise_moving(ctx, refs)
-            await self._judge.rebroadcast(
-                chain_id, seen.txs, unless_within=REBROADCAST_EVERY_SECONDS
-            )
-        return ObserveResult(
-            status=ObserveStatus.PENDING,
-            provider_refs=refs,
-            retry_after_seconds=1.0,
-            error_detail=f"chain: {verdict.value}",
-        )
-
-    async def _consume(self, ctx: ExecutionContext, refs: Mapping[str, Any]) -> None:
-        for nonce in (*refs.get("approval_nonces", ()), refs["nonce"]):
-            await evm_nonces.mark(
-                self._db,
-                state="consumed",
-                chain_id=int(refs["chain_id"]),
-                address=refs["from"],
-                nonce=int(nonce),
-                **evm_nonces.owner_of(ctx),
-            )
-
-    async def _created(
+    async def _mined(
         self, ctx: ExecutionContext, refs: dict[str, Any], receipt: dict[str, Any]
     ) -> ObserveResult:
         await self._consume(ctx, refs)
@@ -759,19 +554,7 @@ class DebridgeExecutor:
         key = _cancel_key(node_id)
         rpc = self._rpcs[dest.chain_id]
         owner = self._signer.address
-
-        async def reserve(floor: int, counts: tuple[int, int]) -> int:
-            return await evm_nonces.reserve(
-                self._db,
-                chain_id=dest.chain_id,
-                address=owner,
-                request_node_id=key,
-                attempt_no=attempt_no,
-                chain_floor=floor,
-                chain_counts=counts,
-            )
-
-        nonce = await evm_ledger.reserve_in_step(self._db, rpc, owner, reserve)
+        nonce = await self._reserve(rpc, dest.chain_id, key, attempt_no)
         call = {
             "from": owner,
             "to": dest.dln_destination,
@@ -791,75 +574,8 @@ class DebridgeExecutor:
     # ---------------------------------------------------------------- recover
     async def recover(self, ctx: ExecutionContext) -> RecoverResult:
         if ctx.action_type == "debridge_fulfillment":  # watching only
-            return _from_observation(await self.observe(ctx))
+            return from_observation(await self.observe(ctx))
         return await self._recover_tx(ctx)
-
-    async def _recover_tx(self, ctx: ExecutionContext) -> RecoverResult:
-        """createOrder's transaction under the chain rule of qtg.domain.chain_outcome: one
-        that may have been broadcast is followed (its kept bytes sent again) until the
-        chain consumes its nonce; a new attempt only when provably none can land."""
-        refs = dict(ctx.node_provider_refs)
-        approval = await evm_nonces.for_attempt(
-            self._db, request_node_id=_approve_key(ctx), attempt_no=ctx.attempt_no
-        )
-        if "tx_hash" not in refs:
-            row = await evm_nonces.for_attempt(
-                self._db, request_node_id=ctx.request_node_id, attempt_no=ctx.attempt_no
-            )
-            if row is None:
-                if approval is not None and approval["tx_hash"] is None:
-                    await _release(self._db, ctx, approval)
-                return _not_sent("no nonce was reserved for this attempt")
-            refs = {
-                "chain_id": row["chain_id"],
-                "tx_hash": row["tx_hash"],
-                "from": row["address"],
-                "nonce": row["nonce"],
-            }
-            if approval is not None:
-                refs["approval_nonces"] = [approval["nonce"]]
-        where = {
-            "chain_id": int(refs["chain_id"]),
-            "address": refs["from"],
-            "nonce": int(refs["nonce"]),
-        }
-        seen = await self._look(ctx, refs)
-        verdict = seen.judgement.verdict
-        if verdict is Verdict.NOTHING_SIGNED:
-            # bytes are kept before any broadcast and none were: nothing left qtg; a raise
-            # signed just before is harmless (no value moves) and goes out, leaving no gap
-            await evm_nonces.mark(self._db, state="released", **where, **evm_nonces.owner_of(ctx))
-            if approval is not None:
-                if approval["tx_hash"] is None:
-                    await _release(self._db, ctx, approval)
-                else:
-                    await self._keep_raise_moving(ctx, refs)
-            return _not_sent("the attempt's transaction was never broadcast")
-        if verdict is Verdict.NOT_LANDED:
-            await self._consume(ctx, refs)
-            return RecoverResult(
-                outcome=RecoverOutcome.NOT_SUBMITTED,
-                error_code="DEBRIDGE_NOT_LANDED",
-                error_detail=not_landed_proof(seen.judgement, where["nonce"]),
-            )
-        pending = pending_recovery(seen, refs, "DEBRIDGE", where["nonce"])
-        if pending is not None:
-            return pending
-        if verdict is Verdict.NEEDS_PERSON:
-            return RecoverResult(
-                outcome=RecoverOutcome.UNKNOWN,
-                error_detail="createOrder was mined without its CreatedOrder log: a person decides",
-            )
-        if verdict is Verdict.WAIT_REBROADCAST or verdict is Verdict.REPLACE_WITH_BUMP:
-            # e.g. a crash after the write-ahead, before the broadcast: the same bytes
-            await self._keep_raise_moving(ctx, refs)
-            await self._judge.rebroadcast(where["chain_id"], seen.txs)
-        if seen.judgement.receipt is not None:
-            refs["tx_hash"] = seen.judgement.receipt.tx_hash
-        elif seen.txs:
-            refs["tx_hash"] = seen.txs[-1]["tx_hash"]
-        # mined or in flight: observe decides (receipt, CreatedOrder) from here
-        return RecoverResult(outcome=RecoverOutcome.SUBMITTED, provider_refs=refs)
 
     async def health(self) -> HealthReport:
         detail: dict[str, Any] = {}
@@ -874,45 +590,6 @@ class DebridgeExecutor:
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
 
 
-async def _release(db: Database, ctx: ExecutionContext, row: Mapping[str, Any]) -> None:
-    await evm_nonces.mark(
-        db,
-        state="released",
-        chain_id=row["chain_id"],
-        address=row["address"],
-        nonce=row["nonce"],
-        **evm_nonces.owner_of(ctx),
-    )
-
-
-def _from_observation(seen: ObserveResult) -> RecoverResult:
-    outcome = {
-        ObserveStatus.COMPLETED: RecoverOutcome.COMPLETED,
-        ObserveStatus.FAILED: RecoverOutcome.FAILED,
-        ObserveStatus.PENDING: RecoverOutcome.SUBMITTED,
-        ObserveStatus.UNKNOWN: RecoverOutcome.UNKNOWN,
-    }[seen.status]
-    return RecoverResult(
-        outcome=outcome,
-        provider_refs=seen.provider_refs,
-        artifacts=seen.artifacts,
-        error_code=seen.error_code,
-        error_detail=seen.error_detail,
-    )
-
-
-def _not_sent(detail: str) -> RecoverResult:
-    """Provably nothing landed under this attempt: qtg may attempt again (a new key)."""
-    return RecoverResult(
-        outcome=RecoverOutcome.NOT_SUBMITTED, error_code="DEBRIDGE_NOT_SENT", error_detail=detail
-    )
-
-
 def _cancel_key(node_id: str) -> str:
     """The reservation key of the order's cancel, under the fulfilment node's id."""
     return f"{node_id}:cancel"
-
-
-def _approve_key(ctx: ExecutionContext) -> str:
-    """The reservation key of an order's allowance raise."""
-    return f"{ctx.request_node_id}:approve"
