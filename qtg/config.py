@@ -697,6 +697,12 @@ class Settings:
     stargate_delivery_search_blocks: int = setting(
         "MG_STARGATE_DELIVERY_SEARCH_BLOCKS", 50_000, minimum=1
     )
+    # A message not delivered this long after its send's block makes the stargate_delivery
+    # node UNKNOWN (STARGATE_UNDELIVERED), never FAILED: it pages like any undecided node,
+    # and recovery keeps asking the destination (a late delivery still completes it).
+    stargate_undelivered_after_seconds: float = interval(
+        "MG_STARGATE_UNDELIVERED_AFTER_SECONDS", 1800.0
+    )
 
     # ---- deBridge DLN: the `debridge` provider (createOrder, a taker's fulfilment)
     # The chains: a JSON list of {chain_id, dln_source, dln_destination, tokens:

@@ -52,6 +52,16 @@ DEPTH_TAGS = frozenset({"safe", "finalized"})
 #: from the chains (the executor's `prove_failure`, e.g. a cancelled DLN order's refund).
 PROVIDER_PROVEN_FAILURES = frozenset({"debridge_fulfillment"})
 
+#: Observe action types no one can settle FAILED (issue 46), and why: their money left
+#: with an earlier node, nothing can call it back, and it may still arrive — so no chain
+#: can ever prove that no money moved. Operators may settle them COMPLETED (naming the
+#: delivery), or resume the movement so recovery asks again.
+NEVER_FAILED_BY_OPERATORS: dict[str, str] = {
+    "stargate_delivery": "the send's tokens left the source chain and its LayerZero "
+    "message cannot be cancelled: the destination may still deliver it, so no chain "
+    "can prove that no money moved (a send that reverted is FAILED on its own receipt)",
+}
+
 
 class Verdict(StrEnum):
     #: mined at the trusted depth with status 1 (and the effect, if checked, is there)

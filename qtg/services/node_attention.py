@@ -33,7 +33,7 @@ import psycopg
 
 from qtg.config import Settings
 from qtg.db import Database, Jsonb, sql_family
-from qtg.domain.chain_outcome import PROVIDER_PROVEN_FAILURES
+from qtg.domain.chain_outcome import NEVER_FAILED_BY_OPERATORS, PROVIDER_PROVEN_FAILURES
 from qtg.domain.faults import submitting_grace_seconds
 from qtg.domain.observe_policy import RECOVERY_LANES
 from qtg.domain.states import NodeState, RequestState
@@ -256,7 +256,9 @@ async def resolve_node(
 
     Refused: the proposer confirming (403 FOUR_EYES), another outcome than the
     one proposed (409 RESOLUTION_MISMATCH), a node that is not UNKNOWN nor
-    SUBMITTING past its grace (409 ILLEGAL_NODE_STATE), a node a worker holds
+    SUBMITTING past its grace (409 ILLEGAL_NODE_STATE), FAILED for a node whose money
+    may still arrive and cannot be called back (409 FAILURE_NOT_PROVABLE,
+    chain_outcome.NEVER_FAILED_BY_OPERATORS), a node a worker holds
     (409 NODE_BUSY: its row is locked NOWAIT, so the API never waits behind a
     submit or an observation, and a worker's write can never be overwritten).
     """
@@ -282,6 +284,20 @@ async def resolve_node(
             raise NotFound(
                 f"movement has no node {node_key!r}", detail={"node_key": node_key}
             ) from None
+        refused = NEVER_FAILED_BY_OPERATORS.get(node["action_type"])
+        if wanted == N.FAILED and refused is not None:
+            # refused before anything is recorded: no proposal can ever be confirmed
+            raise Conflict(
+                f"node {node_key} ({node['action_type']}) cannot be resolved FAILED: {refused}",
+                code="FAILURE_NOT_PROVABLE",
+                detail={
+                    "node_key": node_key,
+                    "action_type": node["action_type"],
+                    "current_state": node["node_state"],
+                    "reason": refused,
+                    "allowed_outcomes": [str(N.COMPLETED)],
+                },
+            )
         try:
             locked = await tx.fetchrow(
                 SQL.lock_node_nowait,

@@ -257,6 +257,8 @@ ENDPOINTS = [
         "FAILURE_PROOF_PENDING: such a node is waiting for the chain. 409 RESOLUTION_MISMATCH: "
         "another outcome than proposed; "
         "ILLEGAL_NODE_STATE: the node is not UNKNOWN (nor SUBMITTING past its grace); "
+        "FAILURE_NOT_PROVABLE: FAILED for a node whose money may still arrive and cannot be "
+        "called back (a stargate_delivery), refused before anything is recorded; "
         "NODE_BUSY: a worker holds the node right now; ILLEGAL_STATE: the movement is not "
         "EXECUTING or MANUAL_INTERVENTION.",
     ),

@@ -42,5 +42,6 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
             chains,
             delivery_poll=settings.stargate_delivery_poll_seconds,
             search_blocks=settings.stargate_delivery_search_blocks,
+            undelivered_after=settings.stargate_undelivered_after_seconds,
         )
     )

@@ -15,8 +15,13 @@ amount less max_fee_bps (SendParam.minAmountLD makes the chain refuse it too).
   GUID, the nonce, what was taken and what will be delivered.
 - stargate_delivery (observe): the destination pool's OFTReceived of that GUID, and
   in its receipt the token's Transfer from the pool to the recipient of exactly the
-  promised amount. Not delivered yet is PENDING, however long: the money left the
-  source and the destination alone can still pay it — never FAILED.
+  promised amount. Not delivered yet is PENDING; not delivered
+  MG_STARGATE_UNDELIVERED_AFTER_SECONDS after the send's block it is UNKNOWN
+  (STARGATE_UNDELIVERED), which pages like any undecided node, and recovery keeps
+  asking the destination (a late delivery still completes it). Never FAILED: the
+  money left the source and a LayerZero message cannot be cancelled — the
+  destination alone can still pay it (operators cannot resolve it FAILED either,
+  qtg.domain.chain_outcome.NEVER_FAILED_BY_OPERATORS).
 
 Recovery decides from the chains (node_recovery's Stargate arm): the send by its
 write-ahead transaction (one send per movement: a second attempt happens only when
@@ -25,6 +30,7 @@ the first provably cannot land), the delivery by the destination's logs.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -84,6 +90,7 @@ CARRIED = (
     "recipient",
     "amount_sent",
     "amount_received",
+    "sent_at",
 )
 
 
@@ -107,6 +114,7 @@ class StargateExecutor(ContractActionExecutor):
         *,
         delivery_poll: float,
         search_blocks: int = 50_000,
+        undelivered_after: float = 1800.0,
     ) -> None:
         self._db = db
         self._rpcs = rpcs
@@ -115,6 +123,7 @@ class StargateExecutor(ContractActionExecutor):
         self._chains = chains
         self._delivery_poll = delivery_poll
         self._search_blocks = search_blocks
+        self._undelivered_after = undelivered_after
 
     # ---------------------------------------------------------------- helpers
     def _chain(self, chain_id: Any, what: str) -> Chain:
@@ -266,6 +275,7 @@ class StargateExecutor(ContractActionExecutor):
                 error_detail="the mined send has no packet of the configured pool and endpoint "
                 "to a chain in MG_STARGATE_CHAINS",
             )
+        header = await self._rpcs[source.chain_id].call("eth_getBlockByNumber", hex(block), False)
         done = {
             "source_chain_id": source.chain_id,
             "destination_chain_id": dest.chain_id,
@@ -277,6 +287,8 @@ class StargateExecutor(ContractActionExecutor):
             "recipient": sent.packet.to,
             "amount_sent": str(sent.amount_sent),
             "amount_received": str(sent.amount_received),
+            # the send's block time: how long the message has been in flight
+            "sent_at": int(header["timestamp"], 16),
         }
         return ObserveResult(
             status=ObserveStatus.COMPLETED,
@@ -314,8 +326,8 @@ class StargateExecutor(ContractActionExecutor):
             "eth_getLogs",
             {"address": dest.pool, "topics": [OFT_RECEIVED, guid], "fromBlock": hex(from_block)},
         )
-        if not logs:
-            return pending  # not delivered yet: never FAILED, the money is in flight
+        if not logs:  # not delivered yet: never FAILED, the money is in flight
+            return self._undelivered(pending, refs.get("sent_at"))
         receipt = await rpc.receipt(logs[0]["transactionHash"])
         if receipt is None:
             return pending  # the log is there, its receipt shortly
@@ -339,6 +351,20 @@ class StargateExecutor(ContractActionExecutor):
             status=ObserveStatus.COMPLETED,
             provider_refs=delivered,
             artifacts={**delivered, "delivered": str(paid), "token": dest.token},
+        )
+
+    def _undelivered(self, pending: ObserveResult, sent_at: Any) -> ObserveResult:
+        """Past MG_STARGATE_UNDELIVERED_AFTER_SECONDS since the send's block, undecided
+        (UNKNOWN pages like any undecided node; recovery keeps asking); before, pending."""
+        if not isinstance(sent_at, int) or time.time() - sent_at < self._undelivered_after:
+            return pending
+        return ObserveResult(
+            status=ObserveStatus.UNKNOWN,
+            provider_refs=pending.provider_refs,
+            error_code="STARGATE_UNDELIVERED",
+            error_detail=f"{pending.error_detail} {time.time() - sent_at:.0f} s after the "
+            "send's block; the message cannot be cancelled and may still be delivered: "
+            "never FAILED",
         )
 
     # ---------------------------------------------------------------- recover
