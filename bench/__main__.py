@@ -236,7 +236,10 @@ class Bench:
                 ),
             )
             for p in self.r.peers:
-                self.say(f"peer {p.name}: pickup {p.pickup}, drain {p.jobs_per_s} {p.unit}/s")
+                self.say(
+                    f"peer {p.name}: pickup {p.pickup}, drain {p.jobs_per_s} {p.unit}/s, "
+                    f"{p.cpu_ms_per_unit} cpu ms/unit"
+                )
 
         if self.polling:
             await self.phase("polling", lambda: self.polling_phase(base, backlog))

@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                         figures[name]["pickup p50 ms"].append(res.summary.p50)
                         figures[name]["pickup p99 ms"].append(res.summary.p99)
                         for segment, values in res.breakdown.items():
+                            if not values:  # no sample showed its marks (see pickup_breakdown)
+                                continue
                             figures[name][f"pickup {segment} p50 ms"].append(
                                 statistics.median(values)
                             )
@@ -164,10 +166,16 @@ def main(argv: list[str] | None = None) -> int:
                     say(f"{peer}: pickup {result.pickup.p50:.2f} / {result.pickup.p99:.2f} ms")
                     if not args.no_drain:
                         jobs = min(PEER_DRAIN_JOBS, peers.DRAIN_CAP.get(peer, PEER_DRAIN_JOBS))
-                        rate = await peers.measure_drain(server, peer, jobs=jobs)
+                        drained = await peers.measure_drain(server, peer, jobs=jobs)
                         unit = peers.UNITS.get(peer, "jobs")
-                        figures[peer][f"drain {unit}/s"].append(rate)
-                        say(f"{peer}: drain {rate:.0f} {unit}/s")
+                        figures[peer][f"drain {unit}/s"].append(drained.rate)
+                        cpu = drained.cpu_ms_per_unit
+                        if cpu is not None:
+                            figures[peer][f"cpu ms/{unit[:-1]} worker+pg"].append(cpu)
+                        say(
+                            f"{peer}: drain {drained.rate:.0f} {unit}/s"
+                            + (f", {cpu:.2f} cpu ms/{unit[:-1]}" if cpu is not None else "")
+                        )
                 for shape in (*floor.SHAPES, floor_qtg.NAME) if args.floor else ():
                     result = await peers.measure_pickup(
                         server, shape, samples=args.pickups or 200, warmup=20

@@ -17,7 +17,8 @@ the poll is a busy loop.
   id is read before it commits. One workflow at a time, on an idle worker, each enqueued at a
   random phase of the queue's poll (a pause of up to one interval before it).
 - drain: COUNT workflows enqueued before the worker starts, from the first step's start until
-  the last workflow is done, as steps per second (3 a workflow).
+  the last workflow is done, as steps per second (3 a workflow); the worker's and PostgreSQL's
+  CPU over the same window (procs.CpuWindow, as the other peers' and qtg's drains).
 - exactly once: the worker counts each step's executions per workflow; every workflow's three
   steps ran once, and PostgreSQL holds three checkpoints and SUCCESS for each. A breach fails
   the run (a peer that repeats work is not measured, as qtg's runs are not).
@@ -34,6 +35,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from bench.procs import CpuWindow
 from bench.queries import bench_sql
 
 SQL = bench_sql("peer_dbos_pickup", "peer_dbos_checked", "peer_dbos_xid")
@@ -48,6 +50,8 @@ SAMPLE_DEADLINE_SECONDS = 60.0
 _ran: Counter[tuple[str, int]] = Counter()
 _ran_lock = threading.Lock()
 _first_step: list[float] = []
+#: the drain's CPU, the worker's and PostgreSQL's, from the first step to the last workflow
+_cpu = CpuWindow()
 _done: list[str] = []
 _all_done = threading.Event()
 _expect = [0]
@@ -73,6 +77,7 @@ def _step(n: int) -> None:
     with _ran_lock:
         if not _first_step:
             _first_step.append(time.perf_counter())
+            _cpu.start()
         _ran[(str(DBOS.workflow_id), n)] += 1
 
 
@@ -128,6 +133,7 @@ def worker(dsn: str, polling: float, expect: int) -> int:
     # the enqueuer gives up on a sample after SAMPLE_DEADLINE_SECONDS; so does this wait
     _all_done.wait(SAMPLE_DEADLINE_SECONDS * max(1, expect))
     end = time.perf_counter()
+    cpu_s = _cpu.stop()
     with _ran_lock:
         workflows = {w for w, _ in _ran}
         repeated = {f"{w}/{n}": c for (w, n), c in _ran.items() if c != 1}
@@ -138,6 +144,7 @@ def worker(dsn: str, polling: float, expect: int) -> int:
             "repeated": repeated,
             "missing": missing,
             "wall_s": end - _first_step[0] if _first_step else None,
+            "cpu_s": cpu_s,
         }
     )
     DBOS.destroy(workflow_completion_timeout_sec=5)
@@ -231,7 +238,14 @@ async def run(peer: str, figure: str, dsn: str, count: int, warmup: int) -> dict
             pass  # "ready", then a "done" a workflow, then the report
         wall = float(report["wall_s"])
         steps_per_s = STEPS * count / wall
-        result = {"jobs": count, "unit": "steps", "wall_s": wall, "jobs_per_s": steps_per_s}
+        result = {
+            "jobs": count,
+            "unit": "steps",
+            "units": STEPS * count,
+            "wall_s": wall,
+            "jobs_per_s": steps_per_s,
+            "cpu_s": report["cpu_s"],
+        }
     await proc.wait()
     client.destroy()
     _check_once(engine, report, total)

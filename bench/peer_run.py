@@ -13,8 +13,10 @@ Prints one JSON line on stdout:
 - pickup: {"pickup_ms": [...]} — COUNT samples after WARMUP, one job at a time on an idle
   worker, each from the enqueue's commit to the commit that claimed the job, both read from
   PostgreSQL's commit timestamps exactly as qtg's pickup is (bench/latency.py);
-- drain: {"jobs": COUNT, "wall_s": s, "jobs_per_s": r} — COUNT no-op jobs enqueued before the
-  worker starts, from the first job's start until the worker has finished them all.
+- drain: {"jobs": COUNT, "wall_s": s, "jobs_per_s": r, "cpu_s": c} — COUNT no-op jobs enqueued
+  before the worker starts, from the first job's start until the worker has finished them all;
+  cpu_s, over the same window, the worker's and PostgreSQL's CPU (procs.CpuWindow; None
+  without the server's postmaster named).
 
 Each peer is driven only through its public API, with its defaults but for what a fair
 comparison needs: PgQueuer's batch of 10 (its default) and Procrastinate's concurrency of 10 for
@@ -31,6 +33,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from bench.procs import CpuWindow
 from bench.queries import bench_sql
 
 SQL = bench_sql("peer_pgqueuer_pickup", "peer_procrastinate_pickup")
@@ -77,15 +80,18 @@ async def pgqueuer_run(figure: str, dsn: str, count: int, warmup: int) -> dict[s
         await worker
         return {"pickup_ms": values[warmup:]}
 
+    cpu = CpuWindow()
+
     @pgq.entrypoint("noop")
     async def noop(job: Any) -> None:
         if not first_start:
             first_start.append(time.perf_counter())
+            cpu.start()
 
     await queries.enqueue(["noop"] * count, [None] * count, [0] * count)
     await pgq.run(mode=QueueExecutionMode.drain, log_aggregation_interval=timedelta(0))
     wall = time.perf_counter() - first_start[0]
-    return {"jobs": count, "wall_s": wall, "jobs_per_s": count / wall}
+    return {"jobs": count, "wall_s": wall, "jobs_per_s": count / wall, "cpu_s": cpu.stop()}
 
 
 async def procrastinate_run(figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:
@@ -94,11 +100,13 @@ async def procrastinate_run(figure: str, dsn: str, count: int, warmup: int) -> d
     app = App(connector=PsycopgConnector(conninfo=dsn))
     handled: asyncio.Queue[int] = asyncio.Queue()
     first_start: list[float] = []
+    cpu = CpuWindow()
 
     @app.task(name="noop", pass_context=True)
     async def noop(context: Any) -> None:
         if not first_start:
             first_start.append(time.perf_counter())
+            cpu.start()
         handled.put_nowait(context.job.id)
 
     async with app.open_async():
@@ -121,7 +129,7 @@ async def procrastinate_run(figure: str, dsn: str, count: int, warmup: int) -> d
             wait=False, concurrency=DRAIN_CONCURRENCY, install_signal_handlers=False
         )
         wall = time.perf_counter() - first_start[0]
-        return {"jobs": count, "wall_s": wall, "jobs_per_s": count / wall}
+        return {"jobs": count, "wall_s": wall, "jobs_per_s": count / wall, "cpu_s": cpu.stop()}
 
 
 async def dbos_run(peer: str, figure: str, dsn: str, count: int, warmup: int) -> dict[str, Any]:

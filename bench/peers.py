@@ -15,12 +15,14 @@ at a time with nothing else of the benchmark running, exactly as qtg's figures a
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from bench import procs
 from bench.server import PrivateServer
 from bench.stats import Summary
 
@@ -30,6 +32,9 @@ UNITS = {"dbos-1ms": "steps", "dbos": "steps"}
 #: Issue 47's targets per peer: (qtg's pickup p50 / the peer's at most, qtg's drain / the
 #: peer's at least). DBOS's are against its 1 ms polling (the same work); PgQueuer's the floor.
 TARGETS = {"dbos-1ms": (1 / 3, 2.0), "pgqueuer": (1.5, 0.25)}
+#: Issue 47's CPU target per peer: qtg's CPU per unit (node) / the peer's (per job or step)
+#: at most (worker + PostgreSQL, both drains counted alike: procs.CpuWindow).
+CPU_TARGETS = {"dbos-1ms": 0.5}
 #: Fewer samples where a figure costs its polling interval each (DBOS at its default 1 s:
 #: 500 pickups would take ten minutes), fewer workflows where a drain runs at a few hundred
 #: steps per second: what a peer's run takes stays inside PEER_DEADLINE_SECONDS.
@@ -49,6 +54,8 @@ class PeerResult:
     drain_jobs: int = 0
     #: what jobs_per_s counts: "jobs", or "steps" for DBOS (three a workflow)
     unit: str = "jobs"
+    #: CPU ms per unit of the drain, the peer's worker and PostgreSQL (None: not measured)
+    cpu_ms_per_unit: float | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -62,6 +69,8 @@ async def _run_peer(
     name = f"qtg_bench_peer_{peer}_{figure}"
     dsn = await trio.to_thread.run_sync(server.create_database, name)
     try:
+        # the peer's drain counts PostgreSQL's CPU as qtg's does (procs.CpuWindow)
+        env = {**os.environ, procs.POSTMASTER_ENV: str(server.postmaster_pid or "")}
         with trio.fail_after(PEER_DEADLINE_SECONDS):
             done = await trio.run_process(
                 [
@@ -77,6 +86,7 @@ async def _run_peer(
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
+                env=env,
             )
     finally:
         await trio.to_thread.run_sync(server.drop_database, name)
@@ -98,10 +108,22 @@ async def measure_pickup(
     return result
 
 
-async def measure_drain(server: PrivateServer, peer: str, *, jobs: int) -> float:
-    """One peer's drain of `jobs` no-op jobs alone, in jobs per second."""
+@dataclass(frozen=True)
+class Drain:
+    #: jobs (or steps) per second
+    rate: float
+    #: CPU ms per job (or step): the peer's worker and PostgreSQL; None if not measured
+    cpu_ms_per_unit: float | None
+
+
+async def measure_drain(server: PrivateServer, peer: str, *, jobs: int) -> Drain:
+    """One peer's drain of `jobs` no-op jobs (DBOS: workflows) alone."""
     drain = await _run_peer(server, peer, "drain", jobs, 0)
-    return float(drain["jobs_per_s"])  # type: ignore[arg-type]
+    cpu_s, units = drain.get("cpu_s"), drain.get("units", jobs)
+    return Drain(
+        float(drain["jobs_per_s"]),
+        1000 * float(cpu_s) / max(1, int(units)) if cpu_s is not None else None,
+    )
 
 
 async def measure(
@@ -115,7 +137,8 @@ async def measure(
         jobs = min(drain_jobs, DRAIN_CAP.get(peer, drain_jobs))
         try:
             result = await measure_pickup(server, peer, samples=samples, warmup=pickup_warmup)
-            result.jobs_per_s = await measure_drain(server, peer, jobs=jobs)
+            drained = await measure_drain(server, peer, jobs=jobs)
+            result.jobs_per_s, result.cpu_ms_per_unit = drained.rate, drained.cpu_ms_per_unit
             result.drain_jobs = jobs
             result.unit = UNITS.get(peer, "jobs")
         except (RuntimeError, trio.TooSlowError, ValueError, KeyError) as exc:

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -230,6 +231,49 @@ def cpu_seconds(pids: list[int]) -> float:
 
 def cpu_by_pid(pids: list[int]) -> dict[int, float]:
     return {pid: cpu_seconds([pid]) for pid in pids}
+
+
+def process_family(root: int) -> list[int]:
+    """`root` and its children (a postmaster's: backends, walwriter, checkpointer …)."""
+    pids = [root]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == root:
+                pids.append(int(stat.parent.name))
+    return pids
+
+
+#: The private server's postmaster pid, handed to a peer's process (bench/peers.py) so that
+#: its drain counts PostgreSQL's CPU as qtg's drain does (bench/throughput.py).
+POSTMASTER_ENV = "QTG_BENCH_POSTMASTER"
+
+
+class CpuWindow:
+    """CPU seconds of this process (every thread) and of PostgreSQL's processes (the
+    postmaster in POSTMASTER_ENV and its children, each one's growth, as qtg's drain counts
+    them) between `start()` and `stop()`: a peer's drain, measured as qtg's is."""
+
+    def __init__(self) -> None:
+        self.postmaster = int(os.environ.get(POSTMASTER_ENV) or 0)
+        self._started: tuple[float, dict[int, float]] | None = None
+
+    def _postgres(self) -> dict[int, float]:
+        return cpu_by_pid(process_family(self.postmaster)) if self.postmaster else {}
+
+    def start(self) -> None:
+        """Open the window (once: later calls are no-ops)."""
+        if self._started is None:
+            self._started = (time.process_time(), self._postgres())
+
+    def stop(self) -> float | None:
+        """CPU seconds since `start()`; None when it never started or no server was named."""
+        if self._started is None or not self.postmaster:
+            return None
+        own, before = self._started
+        after = self._postgres()
+        postgres = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+        return time.process_time() - own + postgres
 
 
 def thread_cpu(pid: int) -> dict[int, float]:

@@ -315,13 +315,22 @@ def _peers(r: Results) -> list[str]:
         "3-step no-op workflows, each checkpointed). Ratio = qtg's figure / the peer's "
         "(pickup: below 1 is faster; drain: above 1 is faster). Target: issue 47's, for "
         "the peer that does qtg's work (DBOS at 1 ms) and for the floor (PgQueuer).\n",
+        "CPU per unit: the drain's worker (qtg: runtime) and PostgreSQL, over the drain, per "
+        "job, step or node.\n",
         "| runtime | pickup p50 / p99 ms | qtg pickup ratio p50 / p99 | drain | "
-        "qtg drain ratio | target (pickup / drain ratio) |\n|---|---|---|---|---|---|",
+        "qtg drain ratio | CPU ms per unit | qtg CPU ratio | target (pickup / drain / CPU "
+        "ratio) |\n|---|---|---|---|---|---|---|---|",
     ]
+    our_cpu = (
+        1000 * (one.runtime_cpu_s + one.postgres_cpu_s) / one.nodes_completed
+        if one and one.nodes_completed
+        else None
+    )
     if ours is not None:
         out.append(
             f"| qtg | {_f(ours.p50)} / {_f(ours.p99)} (n={ours.n}) | 1 / 1 | "
-            f"{_f(one.nodes_per_s) if one else '—'} nodes/s | 1 | |"
+            f"{_f(one.nodes_per_s) if one else '—'} nodes/s | 1 | "
+            f"{_f(our_cpu, 2) if our_cpu is not None else '—'} | 1 | |"
         )
     for peer in r.peers:
         s = peer.pickup
@@ -330,15 +339,22 @@ def _peers(r: Results) -> list[str]:
         drain = f"{_f(peer.jobs_per_s)} {peer.unit}/s" if peer.jobs_per_s else "—"
         rate = one.nodes_per_s / peer.jobs_per_s if one and peer.jobs_per_s else None
         drain_ratio = f"{rate:.2f}" if rate is not None else "—"
+        theirs = peer.cpu_ms_per_unit
+        cpu = our_cpu / theirs if our_cpu is not None and theirs else None
         out.append(
             f"| {peer.name} | {_f(s.p50)} / {_f(s.p99)} (n={s.n}) | {ratio} | "
-            f"{drain} | {drain_ratio} | {_peer_target(peer.name, p50, rate)} |"
+            f"{drain} | {drain_ratio} | {_f(theirs, 2) if theirs is not None else '—'} | "
+            f"{f'{cpu:.2f}' if cpu is not None else '—'} | "
+            f"{_peer_target(peer.name, p50, rate, cpu)} |"
         )
     return out
 
 
-def _peer_target(name: str, pickup_ratio: float | None, drain_ratio: float | None) -> str:
-    """Issue 47's target for this peer (bench/peers.py TARGETS), and whether this run met it."""
+def _peer_target(
+    name: str, pickup_ratio: float | None, drain_ratio: float | None, cpu_ratio: float | None
+) -> str:
+    """Issue 47's targets for this peer (bench/peers.py TARGETS, CPU_TARGETS), and whether
+    this run met them."""
     if name not in peers.TARGETS:
         return ""
     most, least = peers.TARGETS[name]
@@ -348,7 +364,12 @@ def _peer_target(name: str, pickup_ratio: float | None, drain_ratio: float | Non
 
     pickup_ok = None if pickup_ratio is None else pickup_ratio <= most
     drain_ok = None if drain_ratio is None else drain_ratio >= least
-    return f"≤ {most:.2f} {mark(pickup_ok)} / ≥ {least:.2f} {mark(drain_ok)}"
+    out = f"≤ {most:.2f} {mark(pickup_ok)} / ≥ {least:.2f} {mark(drain_ok)}"
+    cpu_most = peers.CPU_TARGETS.get(name)
+    if cpu_most is not None:
+        cpu_ok = None if cpu_ratio is None else cpu_ratio <= cpu_most
+        out += f" / ≤ {cpu_most:.2f} {mark(cpu_ok)}"
+    return out
 
 
 def _details(r: Results) -> list[str]:

@@ -34,6 +34,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from bench import procs
 from bench.queries import bench_sql
 
 SQL = bench_sql(
@@ -288,13 +289,7 @@ class PrivateServer:
     def postgres_pids(self) -> list[int]:
         """The postmaster and all its children (backends, walwriter, checkpointer …)."""
         assert self.postmaster_pid is not None
-        pids = [self.postmaster_pid]
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                if int(fields[1]) == self.postmaster_pid:
-                    pids.append(int(stat.parent.name))
-        return pids
+        return procs.process_family(self.postmaster_pid)
 
     def round_trip_ms(self, dbname: str, count: int = 2000) -> list[float]:
         """`SELECT 1` round trips on one autocommit connection (psycopg, sync), in ms."""
