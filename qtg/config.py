@@ -199,7 +199,12 @@ class Settings:
     # A claimed node is leased to its observer for this long (it is
     # not due for any other) while the provider is asked with no lock held; one
     # observation is cut off at half of it. An observer that dies mid-call
-    # leaves its nodes due again when the lease runs out.
+    # leaves its nodes due again when the lease runs out. The dispatcher leases
+    # the READY nodes it claims for as long (a policy-governed movement's charge
+    # held meanwhile) while it prepares and signs them with no lock held, each
+    # cut off at half of it (then the node waits: PREPARE_TIMEOUT); a dispatcher
+    # that dies mid-prepare leaves its nodes to be claimed again when the lease
+    # runs out (nothing was sent).
     node_observe_lease_seconds: float = interval("MG_NODE_OBSERVE_LEASE_SECONDS", 60.0)
     # node_recovery's interval.
     node_recovery_interval_seconds: float = interval("MG_NODE_RECOVERY_INTERVAL_SECONDS", 60.0)
