@@ -180,10 +180,11 @@ class Settings:
     # Claimed observer batches one runtime has in flight at once: a
     # claiming batch hands what it leased to the providers and claims the next while
     # those calls are out, so a slow provider's batch holds a slot, not the claims; each
-    # batch's nodes are written per provider as that provider answers. At least
-    # MG_NODE_OBSERVE_CONCURRENCY (the batches that claim at once); more lets claims go
-    # on past batches still waiting on a provider.
-    node_observe_batches_in_flight: int = setting("MG_NODE_OBSERVE_BATCHES_IN_FLIGHT", 8, minimum=1)
+    # batch's nodes are written per provider as that provider answers. A slot is taken
+    # before a claim, so this also bounds the observer's pooled connections (about one a
+    # slot): the default, MG_NODE_OBSERVE_CONCURRENCY's, keeps the dispatcher's share of
+    # MG_DB_POOL_MAX_SIZE what it was; raise the two together.
+    node_observe_batches_in_flight: int = setting("MG_NODE_OBSERVE_BATCHES_IN_FLIGHT", 4, minimum=1)
     # How long a dispatch stretch (claim to write-ahead commit) may hold the observer's
     # next claim and provider calls back, from the stretch's start: the money path's
     # right of way over waiting work (qtg/services/right_of_way.py). 0 (the default since
@@ -198,7 +199,12 @@ class Settings:
     # A claimed node is leased to its observer for this long (it is
     # not due for any other) while the provider is asked with no lock held; one
     # observation is cut off at half of it. An observer that dies mid-call
-    # leaves its nodes due again when the lease runs out.
+    # leaves its nodes due again when the lease runs out. The dispatcher leases
+    # the READY nodes it claims for as long (a policy-governed movement's charge
+    # held meanwhile) while it prepares and signs them with no lock held, each
+    # cut off at half of it (then the node waits: PREPARE_TIMEOUT); a dispatcher
+    # that dies mid-prepare leaves its nodes to be claimed again when the lease
+    # runs out (nothing was sent).
     node_observe_lease_seconds: float = interval("MG_NODE_OBSERVE_LEASE_SECONDS", 60.0)
     # node_recovery's interval.
     node_recovery_interval_seconds: float = interval("MG_NODE_RECOVERY_INTERVAL_SECONDS", 60.0)

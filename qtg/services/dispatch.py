@@ -800,17 +800,21 @@ async def _write_ahead(
     submissions: list[Submission] = []
     locked = sorted(group, key=lambda leased: str(leased.request_id))  # the lock order
     async with ctx.db.transaction() as tx:
-        held = {
-            row["id"]: row
-            for row in await tx.fetch(
+        # the re-lock, then the snapshots read under its locks: one round trip
+        rows, snaps = await progress.lock_and_load(
+            tx,
+            (
                 SQL.relock,
                 {
                     "lease": lease,
                     "request_ids": [leased.request_id for leased in locked],
                     "node_ids": [leased.node_id for leased in locked],
                 },
-            )
-        }
+            ),
+            [leased.request_id for leased in group],
+            plan_edges=True,
+        )
+        held = {row["id"]: row for row in rows}
         live: list[Leased] = []
         ended: list[Any] = []
         for leased in group:
@@ -830,10 +834,7 @@ async def _write_ahead(
                 await release_unsubmitted(leased.executor, leased.context, leased.node_id)
         if ended:
             tx.defer(SQL.end_lease, {"lease": lease, "node_ids": ended})
-        snaps = await progress.load_snapshots(
-            tx, [leased.request_id for leased in live], plan_edges=True
-        )
-        await policies.lock_for_dispatch(tx, (snap.request for snap in snaps.values()))
+        await policies.lock_for_dispatch(tx, (snaps[leased.request_id].request for leased in live))
         for leased in live:
             snap = snaps[leased.request_id]
             node = snap.node_by_id(leased.node_id)

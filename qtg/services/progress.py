@@ -71,17 +71,36 @@ async def load_snapshots(
     in all, not per request, sent in one round trip: a batch claim reads its
     whole batch at once. The first names the requests for the loads, which
     take no parameter (sql/progress/name_requests.sql says why)."""
+    _, snaps = await lock_and_load(tx, None, request_ids, plan_edges=plan_edges)
+    return snaps
+
+
+async def lock_and_load(
+    tx: Tx,
+    lock: tuple[Query, Mapping[str, Any]] | None,
+    request_ids: Sequence[object],
+    *,
+    plan_edges: bool = False,
+) -> tuple[list[dict[str, Any]], dict[Any, Snapshot]]:
+    """`lock`'s rows (a statement that locks the requests, run first) and the
+    snapshots of `request_ids` read after it, in ONE round trip: each statement
+    of a pipeline takes its snapshot once the one before it has finished, so the
+    loads see the rows as they are under those locks (the dispatcher's
+    write-ahead re-lock, issue 44 item 3)."""
     ids = list(dict.fromkeys(i if isinstance(i, UUID) else UUID(str(i)) for i in request_ids))
     if not ids:
-        return {}
-    statements = [
+        return (await tx.fetch(*lock) if lock is not None else []), {}
+    statements: list[tuple[Query, Any]] = [] if lock is None else [lock]
+    statements += [
         (SQL.name_requests, {"request_ids": ids}),
         (SQL.load_request, None),
         (SQL.load_nodes, None),
     ]
     if plan_edges:
         statements.append((SQL.load_plan_edges, None))
-    _, request_rows, node_rows, *edge_rows = await tx.fetch_each(*statements)
+    results = await tx.fetch_each(*statements)
+    locked = results.pop(0) if lock is not None else []
+    _, request_rows, node_rows, *edge_rows = results
     requests = {r["id"]: r for r in request_rows}
     missing = [i for i in ids if i not in requests]
     if missing:
@@ -91,7 +110,7 @@ async def load_snapshots(
     for rows in edge_rows:
         for row in rows:
             out[row["request_id"]].plan_edges.append(row)
-    return out
+    return locked, out
 
 
 #: The request columns a batch claim returns beside each node row, named as
