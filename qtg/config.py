@@ -180,10 +180,11 @@ class Settings:
     # Claimed observer batches one runtime has in flight at once: a
     # claiming batch hands what it leased to the providers and claims the next while
     # those calls are out, so a slow provider's batch holds a slot, not the claims; each
-    # batch's nodes are written per provider as that provider answers. At least
-    # MG_NODE_OBSERVE_CONCURRENCY (the batches that claim at once); more lets claims go
-    # on past batches still waiting on a provider.
-    node_observe_batches_in_flight: int = setting("MG_NODE_OBSERVE_BATCHES_IN_FLIGHT", 8, minimum=1)
+    # batch's nodes are written per provider as that provider answers. A slot is taken
+    # before a claim, so this also bounds the observer's pooled connections (about one a
+    # slot): the default, MG_NODE_OBSERVE_CONCURRENCY's, keeps the dispatcher's share of
+    # MG_DB_POOL_MAX_SIZE what it was; raise the two together.
+    node_observe_batches_in_flight: int = setting("MG_NODE_OBSERVE_BATCHES_IN_FLIGHT", 4, minimum=1)
     # How long a dispatch stretch (claim to write-ahead commit) may hold the observer's
     # next claim and provider calls back, from the stretch's start: the money path's
     # right of way over waiting work (qtg/services/right_of_way.py). 0 (the default since

@@ -14,11 +14,14 @@ a local taker and a local order-status service speaking DLN's API shape:
 from __future__ import annotations
 
 import pytest
+import trio
 from evm.anvil import ADDRESSES
-from runtime.rt_procs import all_completed, wait_until
+from runtime.rt_procs import all_completed, query, request_states, wait_until
 
 from debridge.flow import MARGIN_BPS, RECOVER_FAST, launch, nodes, seed
 from debridge.local import FIXED_FEE, TAKER, LocalDln, balance, created_orders, set_up
+from qtg.db import Database
+from qtg.services.movements import resume_movement
 
 pytestmark = pytest.mark.slow
 
@@ -111,3 +114,29 @@ def test_a_kill_while_the_fulfilment_waits_and_the_api_is_down(world, dsn, procs
     wait_until(lambda: all_completed(dsn, ids), 60, "the movement to complete after the kill")
     _moved_once(world, 3 * USDC)
     assert nodes(dsn)["fulfillment"][2]["fulfilled_amount"] == "3000000"
+
+
+def test_an_order_unfulfilled_past_the_bound_pages_and_a_resume_sees_the_late_taker(
+    world, dsn, procs
+) -> None:
+    _, _, dep, dln = world
+    dln.hold = True
+    env = {**RECOVER_FAST, "MG_DEBRIDGE_UNFULFILLED_AFTER_SECONDS": "1"}
+    launch(procs, dsn, _urls(world), dep, dln.url, **env).wait_ready()
+    [rid] = seed(dsn, RECEIVER, ["2"], batch="late")
+    wait_until(lambda: request_states(dsn, [rid])[rid] == "MANUAL_INTERVENTION", 60, "the page")
+    [(state, code)] = query(
+        dsn, "SELECT node_state, error_code FROM movement_request_nodes"
+        " WHERE node_key = 'fulfillment'",
+    )  # fmt: skip
+    assert (state, code) == ("UNKNOWN", "DEBRIDGE_UNFULFILLED")  # undecided, never FAILED
+    dln.hold = False  # the taker comes late; an operator resumes: recovery asks the chain
+    wait_until(lambda: dln.fulfilled, 30, "the late fulfilment")
+
+    async def resume() -> None:
+        async with Database(dsn, min_size=1, max_size=2) as db:
+            await resume_movement(db, rid, actor="alice")
+
+    trio.run(resume)
+    wait_until(lambda: all_completed(dsn, [rid]), 60, "the resumed movement to complete")
+    _moved_once(world, 2 * USDC)

@@ -19,7 +19,8 @@ plus the taker's margin, and DlnSource's globalFixedNativeFee in the native coin
   was cancelled on the destination and the source chain holds the
   ClaimedOrderCancel that refunded the give amount. Anything else is pending; an
   order unfulfilled MG_DEBRIDGE_UNFULFILLED_AFTER_SECONDS after its creation is UNKNOWN
-  (DEBRIDGE_UNFULFILLED): it pages like any undecided node, and recovery keeps asking.
+  (DEBRIDGE_UNFULFILLED): the movement goes to MANUAL_INTERVENTION (a page); a resume
+  has recovery ask the chains again (a late taker completes it).
 - The cancel lever (`prove_failure`): operators resolving that node FAILED (four eyes,
   qtg.services.node_attention) do not make it so: qtg sends `sendEvmOrderCancel` on the
   destination (write-ahead, kept bytes, like any transaction of qtg's), and the node is
@@ -422,9 +423,9 @@ class DebridgeExecutor(ContractActionExecutor):
             detail += " (the API alone is no proof: waiting for the destination chain)"
         created_at = carried.get("created_at")
         if isinstance(created_at, int) and time.time() - created_at >= self._unfulfilled_after:
-            # still fillable, so never FAILED: undecided, which pages like any UNKNOWN node
-            # (MANUAL_INTERVENTION); recovery keeps asking (a late taker still completes
-            # it), and operators may cancel it by resolving it FAILED (prove_failure)
+            # still fillable, so never FAILED: undecided, which pages (MANUAL_INTERVENTION);
+            # a resume has recovery ask again (a late taker completes it), and operators
+            # may cancel the order by resolving the node FAILED (prove_failure)
             return ObserveResult(
                 status=ObserveStatus.UNKNOWN,
                 provider_refs=carried,
