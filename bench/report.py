@@ -391,13 +391,15 @@ def _details(r: Results) -> list[str]:
         )
         out.append("| segment | what | p50 ms | p99 ms |\n|---|---|---|---|")
         what = {
-            "wake": "READY commit → BEGIN: NOTIFY, hub, wake-up, pooled connection, "
-            "the release of due waits (its own transaction, ahead of the BEGIN)",
-            "claim": "batch claim (with its request and plan edges) and the node load, "
-            "in the BEGIN's round trip; drift check, context, preflight, prepare, sign "
-            "(Python), then the deferred UPDATE request (pipelined at commit)",
-            "prepare": "the write-ahead UPDATE, pipelined right after the request's",
-            "commit": "COMMIT (+ WAL flush)",
+            "wake": "READY commit → the claim's EXECUTING row: NOTIFY, hub, wake-up, "
+            "pooled connection, the release of due waits, the batch claim (with its "
+            "request and plan edges) and the node load",
+            "claim": "EXECUTING row → the claim's commit: drift check, context, risk "
+            "controls and policy, the dispatch lease, COMMIT",
+            "prepare": "the claim's commit → the write-ahead's BEGIN: preflight, prepare, "
+            "sign with no transaction open",
+            "commit": "the write-ahead's BEGIN → its commit: request and node locked again, "
+            "the checks, the SUBMITTING UPDATE, COMMIT (+ WAL flush)",
         }
         for segment, values in pickup.breakdown.items():
             summary = Summary.of(values)

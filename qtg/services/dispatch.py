@@ -14,8 +14,9 @@ request: the request to EXECUTING, plan-hash drift check → ExecutionContext
 the node is leased — still READY, with the pass's token in dispatch_lease and
 a dispatch_not_before past the prepare's cut-off, so no claim walk takes it —
 and the claim commits. Then, with no transaction open: preflight → prepare →
-sign, cut off at half MG_NODE_OBSERVE_LEASE_SECONDS, grouped by executor, the
-groups side by side (`drive_leased`). Then the write-ahead step (DESIGN §4),
+sign, cut off at half MG_NODE_OBSERVE_LEASE_SECONDS, in groups side by side
+(`drive_leased`: the executors with nonce lanes together, any other executor
+alone). Then the write-ahead step (DESIGN §4),
 one transaction per group: request and node locked again, the node goes on
 only if the lease still holds the token, it is READY in the same attempt and
 the request EXECUTING; the drift check runs again on what is stored now, the
@@ -128,6 +129,8 @@ N, R = NodeState, RequestState
 CANDIDATE_PAGE = 10
 #: How many waiting nodes one pass puts back into the claim's walk (issue 24 item 5).
 RELEASE_DUE_LIMIT = 256
+#: `drive_leased`'s group of the nodes whose executors have nonce lanes (`lane_key`).
+NONCE_LANES = "nonce lanes"
 #: The error code of a node sent back to READY because an earlier submit of its
 #: nonce lane was refused or ambiguous in the same batch (issue 24 item 8).
 LANE_STOPPED = "LANE_STOPPED"
@@ -256,13 +259,15 @@ async def dispatch_batch(ctx: ServiceContext, *, release_due: bool = False) -> i
     (migrations/0021), so every ready request gets its turn at each pass,
     whatever the width of an older one (issue 25). Nothing before a
     write-ahead commit has a side effect. The leased nodes are prepared in
-    groups, one per executor, side by side (`drive_leased`): a group's nodes
-    one after the other in claim order — so the nodes of one nonce lane
-    (`lane_key`) reserve their nonces in claim order — then the group's
-    write-ahead rows in one commit, then `submit_all`, which submits each lane
-    in that order. One slow provider call delays its own group only. One
-    failing group does not cancel the others (its error is raised once all
-    finished and their outcomes are committed).
+    groups side by side (`drive_leased`): one for every executor with nonce
+    lanes (`lane_key`: evm, contract calls, CCIP; a lane may span several of
+    them), one per other executor. A group's nodes are prepared one after the
+    other in claim order — so the nodes of one nonce lane reserve their nonces
+    in claim order — then the group's write-ahead rows go in one commit, then
+    `submit_all` submits each lane in that order. A slow provider call delays
+    its own group only, and holds no lock. One failing group does not cancel
+    the others (its error is raised once all finished and their outcomes are
+    committed).
     """
     lease = uuid.uuid4()
     leases: list[Leased] = []
@@ -673,14 +678,19 @@ def defer_lease(ctx: ServiceContext, tx: Tx, lease: uuid.UUID, leases: list[Leas
 
 async def drive_leased(ctx: ServiceContext, lease: uuid.UUID, leases: list[Leased]) -> None:
     """Prepare, write ahead and submit the leased nodes of a committed claim, in
-    groups, one per executor, side by side (see `dispatch_batch`)."""
+    groups side by side (see `dispatch_batch`)."""
     groups: dict[Any, list[Leased]] = {}
     for leased in leases:
         node = leased.node
         try:
-            key: Any = id(ctx.providers.executor_for(node["action_type"], node["executor_key"]))
+            executor = ctx.providers.executor_for(node["action_type"], node["executor_key"])
         except (UnknownExecutorError, UnknownSignerError):
-            key = node["id"]  # it fails alone, in `prepare_leased`
+            key: Any = node["id"]  # it fails alone, in `prepare_leased`
+        else:
+            # Every executor with nonce lanes in one group: a lane (one sender on one
+            # chain) may be shared by several (an EVM transfer, a CCIP send), and its
+            # nonces must be reserved and submitted in claim order (issue 15, 24 item 8)
+            key = NONCE_LANES if hasattr(executor, "lane_key") else id(executor)
         groups.setdefault(key, []).append(leased)
 
     async def run_group(group: list[Leased]) -> int:
