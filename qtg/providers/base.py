@@ -203,5 +203,10 @@ class Signer(Protocol):
 # this provider (an evm destination that is no address). Movement creation
 # calls it for every node the executor would run, so such a movement is a 422
 # naming the field instead of a movement someone approves and that then fails.
+# `plan_problem()` is optional on an executor:
+# `def plan_problem(self, plan: Plan, node: PlanNode) -> tuple[str, str] | None`, no I/O,
+# (code, message) for a node this executor could never run where the plan puts it (a
+# node that reads its predecessor's provider_refs behind the wrong node). Template
+# creation (services.templates.check_executors) refuses such a plan with a 422.
 # `health()` is optional on both: `async def health(self) -> HealthReport`.
 # Absent, the executor_health worker keeps health_state = 'unknown'.

@@ -85,7 +85,7 @@ def check_executors(plan: Plan, providers: ProviderRegistry | None) -> None:
         if node.kind == "manual":
             continue
         try:
-            providers.executor_for(node.action_type, node.executor_key)
+            executor = providers.executor_for(node.action_type, node.executor_key)
         except UnknownExecutorError as exc:
             ambiguous = isinstance(exc, AmbiguousExecutorError)
             field_name = f"graph.nodes[{node.position}]." + (
@@ -102,6 +102,17 @@ def check_executors(plan: Plan, providers: ProviderRegistry | None) -> None:
                     "registered_action_types": sorted(providers.action_types()),
                 },
             ) from None
+        # an executor may refuse where a node sits (`plan_problem`, optional, no I/O)
+        check = getattr(executor, "plan_problem", None)
+        problem = check(plan, node) if check is not None else None
+        if problem is not None:
+            code, message = problem
+            field_name = f"graph.nodes[{node.position}]"
+            raise InvalidInput(
+                f"{field_name}: node {node.key!r}: {message}",
+                code=code,
+                detail={"field": field_name, "node_key": node.key, "action_type": node.action_type},
+            )
 
 
 async def create_template_version_in(

@@ -63,6 +63,7 @@ from qtg.domain.debridge import (
     take_orders_data,
 )
 from qtg.domain.evm import intent_problem, is_address, to_base_units
+from qtg.domain.plan import Plan, PlanNode
 from qtg.providers.base import (
     HealthReport,
     HealthState,
@@ -233,6 +234,20 @@ class DebridgeExecutor(ContractActionExecutor):
                 code="DEBRIDGE_ASSET_UNKNOWN",
             )
 
+    def plan_problem(self, plan: Plan, node: PlanNode) -> tuple[str, str] | None:
+        """At template creation: a debridge_fulfillment learns its order only from a
+        direct predecessor's provider_refs (qtg.domain.execution), so one with no
+        debridge_send right before it could never observe an order."""
+        if node.action_type != "debridge_fulfillment":
+            return None
+        if any(plan.node(k).action_type == "debridge_send" for k in plan.predecessors(node.key)):
+            return None
+        return (
+            "DEBRIDGE_FULFILLMENT_WITHOUT_SEND",
+            "a debridge_fulfillment node needs a debridge_send as a direct predecessor "
+            "(it reads the order from that node's provider_refs)",
+        )
+
     async def preflight(self, ctx: ExecutionContext) -> None:
         with transient_rpc_faults("preflight"):  # a wait, not a failure (issue 24)
             if ctx.action_type == "debridge_send":
@@ -381,10 +396,16 @@ class DebridgeExecutor(ContractActionExecutor):
         refs = {**ctx.provider_context, **ctx.node_provider_refs}
         carried = {k: refs[k] for k in ORDER_REFS if k in refs}
         if "order" not in carried or "order_id" not in carried:
+            # no order to ask the chains about is no proof that none exists: the send
+            # may have been resolved COMPLETED by operators (its refs hold no order) or
+            # sit behind another node; the order may be live and fillable, and FAILED
+            # would invite a re-create (a second payment). Undecided: it pages.
             return ObserveResult(
-                status=ObserveStatus.FAILED,
+                status=ObserveStatus.UNKNOWN,
                 error_code="DEBRIDGE_NO_ORDER",
-                error_detail="debridge_fulfillment needs a debridge_send before it",
+                error_detail="debridge_fulfillment has no order in its direct predecessors' "
+                "provider_refs (needs a debridge_send right before it): a person decides "
+                "from the source chain whether an order was created",
             )
         order, order_id = decode_order(carried["order"]), str(carried["order_id"])
         source = self._chains[int(carried["source_chain_id"])]
