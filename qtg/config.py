@@ -704,8 +704,9 @@ class Settings:
         "MG_STARGATE_DELIVERY_SEARCH_BLOCKS", 50_000, minimum=1
     )
     # A message not delivered this long after its send's block makes the stargate_delivery
-    # node UNKNOWN (STARGATE_UNDELIVERED), never FAILED: it pages like any undecided node,
-    # and recovery keeps asking the destination (a late delivery still completes it).
+    # node UNKNOWN (STARGATE_UNDELIVERED), never FAILED: the movement pages
+    # (MANUAL_INTERVENTION); resumed, recovery asks the destination again (a late delivery
+    # still completes it).
     stargate_undelivered_after_seconds: float = interval(
         "MG_STARGATE_UNDELIVERED_AFTER_SECONDS", 1800.0
     )

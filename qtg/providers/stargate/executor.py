@@ -17,8 +17,9 @@ amount less max_fee_bps (SendParam.minAmountLD makes the chain refuse it too).
   in its receipt the token's Transfer from the pool to the recipient of exactly the
   promised amount. Not delivered yet is PENDING; not delivered
   MG_STARGATE_UNDELIVERED_AFTER_SECONDS after the send's block it is UNKNOWN
-  (STARGATE_UNDELIVERED), which pages like any undecided node, and recovery keeps
-  asking the destination (a late delivery still completes it). Never FAILED: the
+  (STARGATE_UNDELIVERED): beside the completed send the movement pages at once
+  (MANUAL_INTERVENTION); resumed, recovery asks the destination again (a late delivery
+  still completes it). Never FAILED: the
   money left the source and a LayerZero message cannot be cancelled — the
   destination alone can still pay it (operators cannot resolve it FAILED either,
   qtg.domain.chain_outcome.NEVER_FAILED_BY_OPERATORS).
@@ -355,7 +356,8 @@ class StargateExecutor(ContractActionExecutor):
 
     def _undelivered(self, pending: ObserveResult, sent_at: Any) -> ObserveResult:
         """Past MG_STARGATE_UNDELIVERED_AFTER_SECONDS since the send's block, undecided
-        (UNKNOWN pages like any undecided node; recovery keeps asking); before, pending."""
+        (UNKNOWN: the movement pages, and recover() asks again when resumed); before,
+        pending. A send observed without `sent_at` has no bound: pending."""
         if not isinstance(sent_at, int) or time.time() - sent_at < self._undelivered_after:
             return pending
         return ObserveResult(
