@@ -289,7 +289,10 @@ async def reconcile_account(
                 signed = await tx.fetchrow(SQL.newest_signed, {"tx_hash": row["tx_hash"]})
                 if signed is None:
                     continue
-                if row["cancelling"] and signed["kind"] != "cancel":
+                # a provider's cancel (kind provider_cancel, deBridge's sendEvmOrderCancel)
+                # IS the FAILED resolution's lever: its kept bytes go out again like any
+                # unmined transaction of ours; replaced by a self-transfer, it would undo it
+                if row["cancelling"] and signed["kind"] not in ("cancel", "provider_cancel"):
                     # resolved FAILED (or FAILED): its payment is never sent again
                     # (issue 43 item 3); the cancel step replaces it at this nonce
                     log.warning(

@@ -12,9 +12,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trio
-from evm.anvil import ADDRESSES
+from eth_account import Account
+from evm.anvil import ADDRESSES, KEYS
 from runtime.rt_procs import query, request_states, wait_until
 
 from debridge.flow import RECOVER_FAST, launch, nodes, seed
@@ -165,3 +168,86 @@ def test_kill_9_around_the_cancels_broadcast_cancels_once(world, dsn, procs, cra
         dsn, "SELECT count(*) FROM evm_nonce_reservations WHERE request_node_id LIKE '%:cancel'"
     )
     assert count == 1
+
+
+def test_a_cancel_left_unmined_is_sent_again_never_replaced(world, dsn, procs) -> None:
+    """The reaper's reconcile sees the cancel's reservation stale while the FAILED resolution
+    waits: it sends the cancel's kept bytes again (kind provider_cancel) and never replaces
+    them by a zero-value self-transfer, which would leave the order fillable for ever."""
+    a, b, dep, dln = world
+    env = {**LEVER, "MG_EVM_NONCE_RESERVATION_STALE_SECONDS": "1"}
+    launch(procs, dsn, (a.url, b.url), dep, dln.url, **env).wait_ready()
+    [rid] = seed(dsn, RECEIVER, ["5"], batch="stale-cancel")
+    _paged(dsn, rid)
+    [(_, oid)] = created_orders(a, dep)
+    b.call("evm_setAutomine", False)  # B mines nothing: the cancel waits in the mempool
+    try:
+        assert _resolve_failed(dsn, rid) == [False, False]
+        stale = (
+            "SELECT count(*) FROM evm_nonce_reservations WHERE request_node_id LIKE '%:cancel'"
+            " AND state = 'broadcast' AND updated_at < now() - interval '3 seconds'"
+        )
+        # stale (1 s) for ten reaper passes (0.3 s) of reconcile: each saw it, none replaced it
+        wait_until(lambda: query(dsn, stale) == [(1,)], 30, "the cancel stale, unmined")
+        kinds = query(
+            dsn, "SELECT kind, count(*) FROM evm_signed_transactions"
+            " WHERE request_node_id LIKE '%:cancel' GROUP BY kind",
+        )  # fmt: skip
+        assert kinds == [("provider_cancel", 1)], kinds
+        assert take_status(b, dep, oid) == 0 and _node_error(dsn)[0] == "UNKNOWN"
+    finally:
+        b.call("evm_setAutomine", True)
+    b.call("evm_mine")  # the mempool's cancel (the same bytes, sent again) is mined
+    wait_until(lambda: take_status(b, dep, oid) == TAKE_SENT_ORDER_CANCEL, 30, "the cancel on B")
+    wait_until(lambda: _node_error(dsn)[0] == "FAILED", 30, "FAILED once the refund shows")
+    assert balance(a, dep.token_a, HOLDER) == 100 * USDC
+    assert query(dsn, "SELECT kind FROM evm_signed_transactions"
+                 " WHERE request_node_id LIKE '%:cancel'") == [("provider_cancel",)]  # fmt: skip
+
+
+def test_a_cancel_beaten_to_its_nonce_is_sent_afresh(world, dsn, procs) -> None:
+    """The cancel's nonce consumed by another transaction of ours (here the zero-value
+    self-transfer the reaper put there before cancels had their own kind, kept under the
+    cancel's key) while takeOrders is still 0: a fresh cancel, on a new nonce, is sent."""
+    a, b, dep, dln = world
+    launch(procs, dsn, (a.url, b.url), dep, dln.url, **LEVER).wait_ready()
+    [rid] = seed(dsn, RECEIVER, ["3"], batch="beaten")
+    _paged(dsn, rid)
+    [(_, oid)] = created_orders(a, dep)
+    b.call("evm_setAutomine", False)
+    try:
+        assert _resolve_failed(dsn, rid) == [False, False]
+        kept = (
+            "SELECT request_node_id, attempt_no, nonce, payload FROM evm_signed_transactions"
+            " WHERE request_node_id LIKE '%:cancel'"
+        )
+        wait_until(lambda: query(dsn, kept), 30, "the cancel kept")
+        [(key, attempt, nonce, payload)] = query(dsn, kept)
+        fee = 3 * int(payload["maxFeePerGas"])
+        tx = {"from": ADDRESSES[0], "to": ADDRESSES[0], "value": 0, "data": "0x",
+              "gas": 21_000, "maxFeePerGas": fee, "maxPriorityFeePerGas": fee, "nonce": nonce,
+              "chainId": int(payload["chainId"]), "type": 2}  # fmt: skip
+        signed = Account.sign_transaction(tx, KEYS[0])
+        raw = "0x" + bytes(getattr(signed, "raw_transaction", None) or signed.rawTransaction).hex()
+        tx_hash = "0x" + bytes(signed.hash).hex()
+        query(
+            dsn, "INSERT INTO evm_signed_transactions (chain_id, address, nonce, kind,"
+            " request_node_id, attempt_no, tx_hash, raw, payload, max_fee_per_gas,"
+            " max_priority_fee_per_gas) VALUES (%s, %s, %s, 'cancel', %s, %s, %s, %s, %s, %s, %s)"
+            " RETURNING id",
+            (int(payload["chainId"]), ADDRESSES[0].lower(), nonce, key, attempt, tx_hash, raw,
+             json.dumps({k: str(v) for k, v in tx.items()}), fee, fee),
+        )  # fmt: skip
+        assert b.call("eth_sendRawTransaction", raw) == tx_hash  # replaces the cancel
+    finally:
+        b.call("evm_setAutomine", True)
+    b.call("evm_mine")
+    wait_until(lambda: take_status(b, dep, oid) == TAKE_SENT_ORDER_CANCEL, 30, "a fresh cancel")
+    wait_until(lambda: _node_error(dsn)[0] == "FAILED", 30, "FAILED once the refund shows")
+    assert balance(a, dep.token_a, HOLDER) == 100 * USDC
+    keys = query(dsn, "SELECT request_node_id, state FROM evm_nonce_reservations"
+                 " WHERE request_node_id LIKE '%:cancel%' ORDER BY nonce")  # fmt: skip
+    assert [(k.split(":", 1)[1], s) for k, s in keys] == [
+        ("cancel", "consumed"),
+        ("cancel:2", "consumed"),
+    ], keys

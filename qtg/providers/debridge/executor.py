@@ -99,6 +99,9 @@ DEFAULT_MARGIN_BPS = 10
 CREATE_GAS = 500_000
 #: blocks back from the head searched for a FulfilledOrder / ClaimedOrderCancel
 LOG_WINDOW = 50_000
+#: fresh cancels of one resolution at most, each sent only when the one before was beaten
+#: to its nonce by another transaction of ours (a bound on a loop that should never run)
+MAX_CANCELS = 5
 #: what the send hands its fulfilment observe (and recovery) in provider_refs
 ORDER_REFS = (
     "source_chain_id",
@@ -513,7 +516,7 @@ class DebridgeExecutor(ContractActionExecutor):
             dest.dln_destination, take_orders_data(order_id)
         )
         taken = first_word(raw)
-        kept = await self._follow_cancel(node_id, attempt_no, dest)
+        due = await self._follow_cancel(node_id, attempt_no, dest)
         if taken in (TAKE_FULFILLED, TAKE_SENT_UNLOCK):
             done = await self._fulfilled(dest, order, order_id)
             if done is None:
@@ -532,48 +535,72 @@ class DebridgeExecutor(ContractActionExecutor):
                 "chain_id": source.chain_id,
             }
             return "failed", proof, None
-        if not kept:
-            await self._send_cancel(node_id, attempt_no, dest, order)
+        if due is not None:
+            await self._send_cancel(node_id, attempt_no, dest, order, due)
         return None
 
-    async def _follow_cancel(self, node_id: str, attempt_no: int, dest: Chain) -> bool:
-        """The kept cancel of this resolution, if any (True), under the chain rule: its
-        bytes go out again until the chain consumes the nonce, then the reservation is
-        spent — the order's status says what the cancel did (mined, or reverted because
-        a taker came first)."""
-        key = _cancel_key(node_id)
-        row = await evm_nonces.for_attempt(self._db, request_node_id=key, attempt_no=attempt_no)
-        if row is None or not row["tx_hash"]:
-            return False
-        seen = await self._judge.look(
-            dest.chain_id,
-            row["address"],
-            int(row["nonce"]),
-            request_node_id=key,
-            attempt_no=attempt_no,
-            known_hashes=(row["tx_hash"],),
-        )
-        verdict = seen.judgement.verdict
-        if verdict in (Verdict.WAIT_REBROADCAST, Verdict.REPLACE_WITH_BUMP):
-            await self._judge.rebroadcast(
-                dest.chain_id, seen.txs, unless_within=REBROADCAST_EVERY_SECONDS
-            )
-        elif seen.judgement.receipt is not None or verdict is Verdict.NOT_LANDED:
-            await evm_nonces.mark(
-                self._db,
-                state="consumed",
-                chain_id=dest.chain_id,
-                address=row["address"],
-                nonce=int(row["nonce"]),
-                owner=node_id,
+    async def _follow_cancel(self, node_id: str, attempt_no: int, dest: Chain) -> int | None:
+        """The kept cancels of this resolution under the chain rule (None: one is live or
+        mined — the order's status says what it did: mined, or reverted because a taker
+        came first). Its bytes go out again until the chain consumes the nonce (a fee bump
+        once it waited MG_EVM_REPLACE_AFTER_SECONDS); the reaper's reconcile sends them
+        too and never cancels them (kind provider_cancel). n: none sent yet (1), or each
+        one's nonce was consumed by another transaction of ours (NOT_LANDED) — a fresh
+        cancel is due, under key n (`<node>:cancel:2`, …)."""
+        for n in range(1, MAX_CANCELS + 1):
+            key = _cancel_key(node_id, n)
+            row = await evm_nonces.for_attempt(self._db, request_node_id=key, attempt_no=attempt_no)
+            if row is None or not row["tx_hash"]:
+                return n
+            seen = await self._judge.look(
+                dest.chain_id,
+                row["address"],
+                int(row["nonce"]),
+                request_node_id=key,
                 attempt_no=attempt_no,
+                known_hashes=(row["tx_hash"],),
             )
-        return True
+            verdict = seen.judgement.verdict
+            if verdict is Verdict.REPLACE_WITH_BUMP:
+                await self._judge.replace(
+                    dest.chain_id, seen.txs, request_node_id=key, attempt_no=attempt_no
+                )
+                return None
+            if verdict is Verdict.WAIT_REBROADCAST:
+                await self._judge.rebroadcast(
+                    dest.chain_id, seen.txs, unless_within=REBROADCAST_EVERY_SECONDS
+                )
+                return None
+            if seen.judgement.receipt is None and verdict is not Verdict.NOT_LANDED:
+                return None  # above the trusted depth, or unreadable yet: wait
+            if row["state"] != "consumed":
+                await evm_nonces.mark(
+                    self._db,
+                    state="consumed",
+                    chain_id=dest.chain_id,
+                    address=row["address"],
+                    nonce=int(row["nonce"]),
+                    owner=node_id,
+                    attempt_no=attempt_no,
+                )
+            consumer = (seen.judgement.receipt.tx_hash if seen.judgement.receipt else "").lower()
+            # a zero-value self-transfer the reaper signed at this nonce (before cancels
+            # had their own kind) is no cancel of the order either
+            filled = any(
+                t["tx_hash"].lower() == consumer and t["kind"] == "cancel" for t in seen.txs
+            )
+            if verdict is not Verdict.NOT_LANDED and not filled:
+                return None  # our cancel was mined: the order's status tells the rest
+            # beaten to its nonce by another transaction: the next key sends afresh
+        return None  # MAX_CANCELS beaten: no more; the resolution waits (and pages)
 
-    async def _send_cancel(self, node_id: str, attempt_no: int, dest: Chain, order: Order) -> None:
+    async def _send_cancel(
+        self, node_id: str, attempt_no: int, dest: Chain, order: Order, n: int
+    ) -> None:
         """sendEvmOrderCancel(order, qtg's signer, 0) on the destination: reserved, and its
-        bytes kept before the broadcast (submit_signed); `_follow_cancel` from then on."""
-        key = _cancel_key(node_id)
+        bytes kept (kind provider_cancel) before the broadcast (submit_signed);
+        `_follow_cancel` from then on."""
+        key = _cancel_key(node_id, n)
         rpc = self._rpcs[dest.chain_id]
         owner = self._signer.address
         nonce = await self._reserve(rpc, dest.chain_id, key, attempt_no)
@@ -591,6 +618,7 @@ class DebridgeExecutor(ContractActionExecutor):
             address=owner,
             run=[Signed(nonce, raw_tx_hash(signed), signed, tx, key, attempt_no)],
             crash_prefix="debridge_cancel.",
+            kind="provider_cancel",
         )
 
     # ---------------------------------------------------------------- recover
@@ -612,6 +640,7 @@ class DebridgeExecutor(ContractActionExecutor):
         return HealthReport(state=state, detail=detail, signer_address=self._signer.address)
 
 
-def _cancel_key(node_id: str) -> str:
-    """The reservation key of the order's cancel, under the fulfilment node's id."""
-    return f"{node_id}:cancel"
+def _cancel_key(node_id: str, n: int = 1) -> str:
+    """The reservation key of the order's n-th cancel, under the fulfilment node's id (a
+    further one only when the one before was beaten to its nonce)."""
+    return f"{node_id}:cancel" if n == 1 else f"{node_id}:cancel:{n}"

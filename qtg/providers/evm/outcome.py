@@ -402,7 +402,8 @@ class ChainJudge:
             chain_id=chain_id,
             address=payload["from"],
             nonce=int(payload["nonce"]),
-            kind="replacement",
+            # a provider's cancel bumped is still that cancel (the reaper re-sends it)
+            kind="provider_cancel" if newest["kind"] == "provider_cancel" else "replacement",
             tx_hash=tx_hash,
             raw=raw,
             payload=payload,
@@ -539,20 +540,22 @@ async def submit_signed(
     address: str,
     run: Sequence[Signed],
     crash_prefix: str = "",
+    kind: str = "payment",
 ) -> Submitted:
     """Keep every signed transaction of `run` (write-ahead, issue 24), then broadcast them
     in nonce order, and say what happened (`Sent`). The run's last item is the node
     attempt's own transaction (the raises before it are keyed `<its key>:approve…`).
     The one submit of the evm, ccip and cctp executors (issue 43: three copies had
     drifted). `crash_prefix` names the test crash points (`<prefix>before_broadcast`,
-    `<prefix>after_broadcast`)."""
+    `<prefix>after_broadcast`). `kind`: what the kept rows are (`provider_cancel`: a
+    provider's cancel lever, which the reaper sends again and never cancels)."""
     for item in run:
         kept = await evm_nonces.record_signed(
             db,
             chain_id=chain_id,
             address=address,
             nonce=item.nonce,
-            kind="payment",
+            kind=kind,
             tx_hash=item.tx_hash,
             raw=item.raw,
             payload=item.payload,
@@ -562,7 +565,12 @@ async def submit_signed(
         if not kept:
             return Submitted(Sent.RECLAIMED)
     # the node attempt owns the run (its raises are keyed `<owner>:approve…`): the send's
-    owner: _RunOwner = {"owner": run[-1].request_node_id, "attempt_no": run[-1].attempt_no}
+    # owner is the key's node part (mark.sql compares it), so a `<node id>:cancel` key's own
+    # broadcast and release marks land too
+    owner: _RunOwner = {
+        "owner": run[-1].request_node_id.split(":")[0],
+        "attempt_no": run[-1].attempt_no,
+    }
     crash_point(f"{crash_prefix}before_broadcast")
     for index, item in enumerate(run):
         try:
