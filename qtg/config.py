@@ -729,6 +729,10 @@ class Settings:
     debridge_unfulfilled_after_seconds: float = interval(
         "MG_DEBRIDGE_UNFULFILLED_AFTER_SECONDS", 1800.0
     )
+    # Blocks behind each chain's head, at the fulfilment's first look, where its searches
+    # for the order's FulfilledOrder and ClaimedOrderCancel start (then kept): how far back
+    # a fulfilment or refund made before qtg looked is found.
+    debridge_log_search_blocks: int = setting("MG_DEBRIDGE_LOG_SEARCH_BLOCKS", 50_000, minimum=1)
 
     # ---- speed: batched observation
     # true: an observer pass claims up to MG_NODE_OBSERVE_BATCH_SIZE due nodes in one

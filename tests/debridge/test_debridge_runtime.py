@@ -140,3 +140,25 @@ def test_an_order_unfulfilled_past_the_bound_pages_and_a_resume_sees_the_late_ta
     trio.run(resume)
     wait_until(lambda: all_completed(dsn, [rid]), 60, "the resumed movement to complete")
     _moved_once(world, 2 * USDC)
+
+
+def test_a_fulfilment_made_while_qtg_was_away_past_its_window_is_found(world, dsn, procs) -> None:
+    """The FulfilledOrder search starts where the first look pinned it (kept in the node's
+    refs), not a window behind the head: a fulfilment made while qtg was away, with more
+    blocks since than the window, still completes the node."""
+    _, b, dep, dln = world
+    window = {"MG_DEBRIDGE_LOG_SEARCH_BLOCKS": "100"}
+    dln.hold = True
+    doomed = launch(procs, dsn, _urls(world), dep, dln.url, **window)
+    doomed.wait_ready()
+    ids = seed(dsn, RECEIVER, ["4"], batch="away")
+    wait_until(lambda: "dest_from_block" in nodes(dsn)["fulfillment"][2], 30, "the first look")
+    pinned = nodes(dsn)["fulfillment"][2]["dest_from_block"]
+    doomed.kill()  # qtg is away while the taker fulfils …
+    dln.hold = False
+    wait_until(lambda: dln.fulfilled, 30, "the fulfilment")
+    b.call("anvil_mine", hex(300))  # … and for longer than the first look's window
+    launch(procs, dsn, _urls(world), dep, dln.url, **RECOVER_FAST, **window).wait_ready()
+    wait_until(lambda: all_completed(dsn, ids), 60, "the movement to complete after the gap")
+    _moved_once(world, 4 * USDC)
+    assert nodes(dsn)["fulfillment"][2]["dest_from_block"] == pinned

@@ -42,6 +42,7 @@ def register(registry: ProviderRegistry, settings: Settings, db: Database) -> No
         status_timeout=settings.debridge_status_timeout_seconds,
         fulfillment_poll=settings.debridge_fulfillment_poll_seconds,
         unfulfilled_after=settings.debridge_unfulfilled_after_seconds,
+        search_blocks=settings.debridge_log_search_blocks,
     )
     registry.add_closer(executor.aclose)
     registry.add_executor(executor)

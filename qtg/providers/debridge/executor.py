@@ -97,8 +97,6 @@ DEFAULT_DECIMALS = 6
 DEFAULT_MARGIN_BPS = 10
 #: createOrder's gas when it cannot be estimated (its allowance raise is not mined yet)
 CREATE_GAS = 500_000
-#: blocks back from the head searched for a FulfilledOrder / ClaimedOrderCancel
-LOG_WINDOW = 50_000
 #: fresh cancels of one resolution at most, each sent only when the one before was beaten
 #: to its nonce by another transaction of ours (a bound on a loop that should never run)
 MAX_CANCELS = 5
@@ -115,6 +113,8 @@ ORDER_REFS = (
     "receiver",
     "take_token",
 )
+#: where the fulfilment's log searches start on each chain, pinned at its first look
+SEARCH_PINS = ("dest_from_block", "source_from_block")
 
 
 class DebridgeExecutor(ContractActionExecutor):
@@ -139,6 +139,7 @@ class DebridgeExecutor(ContractActionExecutor):
         status_timeout: float,
         fulfillment_poll: float,
         unfulfilled_after: float,
+        search_blocks: int = 50_000,
     ) -> None:
         self._db = db
         self._rpcs = rpcs
@@ -149,6 +150,7 @@ class DebridgeExecutor(ContractActionExecutor):
         self._api_timeout = status_timeout
         self._poll = fulfillment_poll
         self._unfulfilled_after = unfulfilled_after
+        self._search_blocks = search_blocks
         self._http = httpx.AsyncClient(timeout=status_timeout)
 
     async def aclose(self) -> None:
@@ -384,14 +386,27 @@ class DebridgeExecutor(ContractActionExecutor):
         except ValueError:
             return None
 
-    async def _logs(self, chain_id: int, address: str, topic: str) -> list[dict[str, Any]]:
-        """`address`'s logs of `topic` in the last LOG_WINDOW blocks (the events carry no
-        indexed order id: the caller matches the id in their data)."""
-        rpc = self._rpcs[chain_id]
-        height = await rpc.block_number()
-        logs = await rpc.call(
-            "eth_getLogs",
-            {"address": address, "topics": [topic], "fromBlock": hex(max(0, height - LOG_WINDOW))},
+    async def _search_start(self, chain_id: int) -> int:
+        """MG_DEBRIDGE_LOG_SEARCH_BLOCKS behind the head: where a first look starts."""
+        return max(0, await self._rpcs[chain_id].block_number() - self._search_blocks)
+
+    async def _pins(self, refs: Mapping[str, Any], source: Chain, dest: Chain) -> dict[str, int]:
+        """Where the searches start: the refs' pins (the first look's), else from now. Pinned,
+        a fulfilment or refund made while qtg was away is found however far the chains
+        have moved on since (a window behind the head would lose it: stuck, never proven)."""
+        pins = {k: refs[k] for k in SEARCH_PINS if isinstance(refs.get(k), int)}
+        for key, chain in zip(SEARCH_PINS, (dest, source), strict=True):
+            if key not in pins:
+                pins[key] = await self._search_start(chain.chain_id)
+        return pins
+
+    async def _logs(
+        self, chain_id: int, address: str, topic: str, from_block: int
+    ) -> list[dict[str, Any]]:
+        """`address`'s logs of `topic` from `from_block` (the events carry no indexed order
+        id: the caller matches the id in their data)."""
+        logs = await self._rpcs[chain_id].call(
+            "eth_getLogs", {"address": address, "topics": [topic], "fromBlock": hex(from_block)}
         )
         return list(logs or [])
 
@@ -413,13 +428,15 @@ class DebridgeExecutor(ContractActionExecutor):
         order, order_id = decode_order(carried["order"]), str(carried["order_id"])
         source = self._chains[int(carried["source_chain_id"])]
         dest = self._chains[int(carried["destination_chain_id"])]
+        pins = await self._pins(refs, source, dest)
+        carried.update(pins)
         api_state = await self._api_state(order_id)
         raw = await self._rpcs[dest.chain_id].eth_call(
             dest.dln_destination, take_orders_data(order_id)
         )
         taken = first_word(raw)
         if taken in (TAKE_FULFILLED, TAKE_SENT_UNLOCK):
-            done = await self._fulfilled(dest, order, order_id)
+            done = await self._fulfilled(dest, order, order_id, pins["dest_from_block"])
             if done is not None:
                 found = {**carried, **done}
                 return ObserveResult(
@@ -428,7 +445,7 @@ class DebridgeExecutor(ContractActionExecutor):
                     artifacts={**done, "order_id": order_id, "api_state": api_state},
                 )
         elif taken == TAKE_SENT_ORDER_CANCEL:
-            refund = await self._refunded(source, order_id)
+            refund = await self._refunded(source, order_id, pins["source_from_block"])
             if refund is not None:
                 return ObserveResult(
                     status=ObserveStatus.FAILED,
@@ -464,10 +481,13 @@ class DebridgeExecutor(ContractActionExecutor):
             error_detail=detail,
         )
 
-    async def _fulfilled(self, dest: Chain, order: Order, order_id: str) -> dict[str, Any] | None:
+    async def _fulfilled(
+        self, dest: Chain, order: Order, order_id: str, from_block: int
+    ) -> dict[str, Any] | None:
         """The FulfilledOrder of this id whose receipt paid the receiver takeAmount."""
         rpc = self._rpcs[dest.chain_id]
-        for log in await self._logs(dest.chain_id, dest.dln_destination, FULFILLED_ORDER):
+        logs = await self._logs(dest.chain_id, dest.dln_destination, FULFILLED_ORDER, from_block)
+        for log in logs:
             if order_id[2:].lower() not in str(log["data"]).lower():
                 continue  # a cheap pre-filter; the receipt check below decides
             receipt = await rpc.receipt(log["transactionHash"])
@@ -482,13 +502,18 @@ class DebridgeExecutor(ContractActionExecutor):
                 }
         return None
 
-    async def _refunded(self, source: Chain, order_id: str) -> dict[str, Any] | None:
+    async def _refunded(
+        self, source: Chain, order_id: str, from_block: int
+    ) -> dict[str, Any] | None:
         """The source's ClaimedOrderCancel of this id, with giveOrders saying ClaimedCancel."""
         rpc = self._rpcs[source.chain_id]
         status = first_word(await rpc.eth_call(source.dln_source, give_orders_data(order_id)))
         if status != GIVE_CLAIMED_CANCEL:
             return None
-        for log in await self._logs(source.chain_id, source.dln_source, CLAIMED_ORDER_CANCEL):
+        logs = await self._logs(
+            source.chain_id, source.dln_source, CLAIMED_ORDER_CANCEL, from_block
+        )
+        for log in logs:
             refund = refund_from_logs([log], source.dln_source, order_id)
             if refund is not None:
                 return {
@@ -512,19 +537,20 @@ class DebridgeExecutor(ContractActionExecutor):
         order, order_id = decode_order(str(refs["order"])), str(refs["order_id"])
         source = self._chains[int(refs["source_chain_id"])]
         dest = self._chains[int(refs["destination_chain_id"])]
+        pins = await self._pins(refs, source, dest)
         raw = await self._rpcs[dest.chain_id].eth_call(
             dest.dln_destination, take_orders_data(order_id)
         )
         taken = first_word(raw)
         due = await self._follow_cancel(node_id, attempt_no, dest)
         if taken in (TAKE_FULFILLED, TAKE_SENT_UNLOCK):
-            done = await self._fulfilled(dest, order, order_id)
+            done = await self._fulfilled(dest, order, order_id, pins["dest_from_block"])
             if done is None:
                 return None
             proof = {"kind": "debridge_fulfilled", "tx_hash": done["dest_tx_hash"]}
             return "paid", {**proof, "block": done["dest_block"]}, {**refs, **done}
         if taken == TAKE_SENT_ORDER_CANCEL:
-            refund = await self._refunded(source, order_id)
+            refund = await self._refunded(source, order_id, pins["source_from_block"])
             if refund is None:
                 return None  # cancelled on the destination; the refund is on its way
             proof = {
