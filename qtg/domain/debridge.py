@@ -348,6 +348,23 @@ def refund_from_logs(
     return None
 
 
+def refund_problem(refund: Refund, order: Order, signer: str) -> str | None:
+    """Why a ClaimedOrderCancel is no proof that this order's give amount came back (None:
+    it is): the beneficiary must be the order's allowedCancelBeneficiarySrc and qtg's
+    signer, the amount the order's giveAmount, the token its giveTokenAddress."""
+    allowed = order.allowed_cancel_beneficiary_src.lower()
+    if refund.beneficiary.lower() != allowed or allowed != signer.lower():
+        return (
+            f"beneficiary {refund.beneficiary} is not the order's cancel beneficiary "
+            f"{allowed} and qtg's signer {signer.lower()}"
+        )
+    if refund.paid_amount != order.give_amount:
+        return f"paid {refund.paid_amount}, not the order's give amount {order.give_amount}"
+    if refund.give_token.lower() != order.give_token.lower():
+        return f"token {refund.give_token} is not the order's give token {order.give_token}"
+    return None
+
+
 # ---- the order-status API (GET {url}/api/Orders/{orderId})
 def state_from_body(body: Any) -> str | None:
     """The order's state from the status API's answer ({"orderId": …, "state": …}); None

@@ -22,6 +22,7 @@ from runtime.rt_procs import query, request_states, wait_until
 
 from debridge.flow import RECOVER_FAST, launch, nodes, seed
 from debridge.local import (
+    CHAIN_A,
     LocalDln,
     balance,
     created_orders,
@@ -251,3 +252,38 @@ def test_a_cancel_beaten_to_its_nonce_is_sent_afresh(world, dsn, procs) -> None:
         ("cancel", "consumed"),
         ("cancel:2", "consumed"),
     ], keys
+
+
+def test_a_refund_is_proof_only_at_the_trusted_depth(world, dsn, procs) -> None:
+    """The refund is read where the judge trusts chain A (3 confirmations here): seen at
+    the tip only, the node stays UNKNOWN; two blocks later it is FAILED."""
+    a, b, dep, dln = world
+    dln.relay_cancels = False
+    env = {**LEVER, "MG_EVM_CONFIRMATIONS_BY_CHAIN": f"{CHAIN_A}=3"}
+    runtime = launch(procs, dsn, (a.url, b.url), dep, dln.url, **env)
+    runtime.wait_ready()
+    [rid] = seed(dsn, RECEIVER, ["2"], batch="depth")
+
+    def created_at_depth() -> bool:
+        a.call("evm_mine")  # A's blocks come only with transactions: the order needs depth
+        return nodes(dsn)["send"][0] == "COMPLETED"
+
+    wait_until(created_at_depth, 30, "the order at depth")
+    _paged(dsn, rid)
+    [(_, oid)] = created_orders(a, dep)
+    assert _resolve_failed(dsn, rid) == [False, False]
+    wait_until(lambda: take_status(b, dep, oid) == TAKE_SENT_ORDER_CANCEL, 30, "qtg's cancel on B")
+    dln.relay_cancels = True  # the refund is mined at A's tip, and A mines nothing more
+    runtime.wait_for(lambda r: "not yet at the trusted depth" in str(r.get("msg")), 30)
+    assert _node_error(dsn)[:2] == ("UNKNOWN", "FAILURE_NOT_PROVEN")
+    refund_block = int(a.call("eth_blockNumber"), 16)
+    a.call("anvil_mine", hex(2))  # now 3 deep
+    wait_until(lambda: _node_error(dsn)[0] == "FAILED", 30, "FAILED at the trusted depth")
+    [(proof,)] = query(
+        dsn, "SELECT proof FROM movement_node_resolutions WHERE applied_at IS NOT NULL"
+    )
+    assert proof["kind"] == "debridge_refund" and proof["refunded"] == str(
+        2 * USDC + 2 * USDC // 100
+    )
+    receipt = a.call("eth_getTransactionReceipt", proof["tx_hash"])
+    assert int(receipt["blockNumber"], 16) == refund_block

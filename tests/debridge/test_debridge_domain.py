@@ -12,11 +12,13 @@ from qtg.domain.debridge import (
     FULFILLED_ORDER,
     TRANSFER,
     Order,
+    Refund,
     decode_order,
     fulfilled_in_logs,
     order_id,
     parse_chains,
     refund_from_logs,
+    refund_problem,
     state_from_body,
 )
 from qtg.domain.errors import ConfigError
@@ -126,3 +128,25 @@ def test_a_refund_is_the_configured_sources_claimed_order_cancel_of_this_id() ->
     assert refund is not None and (refund.paid_amount, refund.beneficiary) == (1_010_000, RECEIVER)
     assert refund_from_logs([_log(DST, [CLAIMED_ORDER_CANCEL], data)], SRC, oid) is None
     assert refund_from_logs([_log(SRC, [CLAIMED_ORDER_CANCEL], data)], SRC, "0x" + "0" * 64) is None
+
+
+SIGNER = "0x" + "55" * 20
+
+
+@pytest.mark.parametrize(
+    ("refund", "why"),
+    [
+        (Refund("0x01", SIGNER, 1_010_000, "0x" + "66" * 20), None),
+        (Refund("0x01", "0x" + "77" * 20, 1_010_000, "0x" + "66" * 20), "beneficiary"),
+        (Refund("0x01", SIGNER, 1_000_000, "0x" + "66" * 20), "give amount"),
+        (Refund("0x01", SIGNER, 1_010_000, "0x" + "77" * 20), "give token"),
+    ],
+)
+def test_a_refund_proves_the_give_amount_came_back_only_to_the_signer(refund, why) -> None:
+    problem = refund_problem(refund, ORDER, SIGNER.upper().replace("0X", "0x"))
+    assert (problem is None) if why is None else (why in str(problem)), problem
+
+
+def test_a_refund_to_the_beneficiary_is_no_proof_when_the_signer_is_another() -> None:
+    refund = Refund("0x01", SIGNER, 1_010_000, "0x" + "66" * 20)
+    assert "qtg's signer" in str(refund_problem(refund, ORDER, "0x" + "88" * 20))

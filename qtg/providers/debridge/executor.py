@@ -29,6 +29,7 @@ plus the taker's margin, and DlnSource's globalFixedNativeFee in the native coin
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,6 +59,7 @@ from qtg.domain.debridge import (
     fulfilled_in_logs,
     give_orders_data,
     refund_from_logs,
+    refund_problem,
     send_evm_order_cancel_data,
     state_from_body,
     take_orders_data,
@@ -89,6 +91,8 @@ from qtg.providers.evm.transactions import (
     allowance_raise_call,
     contract_call_tx,
 )
+
+log = logging.getLogger("qtg.providers.debridge")
 
 EXECUTOR_KEY = "debridge"
 ACTION_TYPES = frozenset({"debridge_send", "debridge_fulfillment"})
@@ -445,7 +449,7 @@ class DebridgeExecutor(ContractActionExecutor):
                     artifacts={**done, "order_id": order_id, "api_state": api_state},
                 )
         elif taken == TAKE_SENT_ORDER_CANCEL:
-            refund = await self._refunded(source, order_id, pins["source_from_block"])
+            refund = await self._refunded(source, order, order_id, pins["source_from_block"])
             if refund is not None:
                 return ObserveResult(
                     status=ObserveStatus.FAILED,
@@ -503,24 +507,63 @@ class DebridgeExecutor(ContractActionExecutor):
         return None
 
     async def _refunded(
-        self, source: Chain, order_id: str, from_block: int
+        self, source: Chain, order: Order, order_id: str, from_block: int
     ) -> dict[str, Any] | None:
-        """The source's ClaimedOrderCancel of this id, with giveOrders saying ClaimedCancel."""
+        """The source's refund of this order, read at the trusted depth (the judge's
+        MG_EVM_CONFIRMATIONS, as for qtg's own transactions: a refund a reorg could drop is
+        no proof yet): giveOrders says ClaimedCancel and a ClaimedOrderCancel of this id
+        paid the give amount to the order's cancel beneficiary, qtg's signer. A refund of
+        another amount or to another beneficiary proves nothing: it is logged for a person,
+        never FAILED."""
         rpc = self._rpcs[source.chain_id]
-        status = first_word(await rpc.eth_call(source.dln_source, give_orders_data(order_id)))
-        if status != GIVE_CLAIMED_CANCEL:
+        head = await self._judge.trusted_head(source.chain_id)
+        if head < 0:
             return None
-        logs = await self._logs(
-            source.chain_id, source.dln_source, CLAIMED_ORDER_CANCEL, from_block
+        at = hex(head)
+        raw = await rpc.call(
+            "eth_call", {"to": source.dln_source, "data": give_orders_data(order_id)}, at
         )
-        for log in logs:
-            refund = refund_from_logs([log], source.dln_source, order_id)
-            if refund is not None:
-                return {
-                    "refund_tx_hash": log["transactionHash"],
-                    "refunded_amount": str(refund.paid_amount),
-                    "refund_beneficiary": refund.beneficiary,
-                }
+        if first_word(str(raw)) != GIVE_CLAIMED_CANCEL:
+            if first_word(await rpc.eth_call(source.dln_source, give_orders_data(order_id))) == (
+                GIVE_CLAIMED_CANCEL
+            ):  # at the tip only: a reorg could still drop it
+                log.info(
+                    "debridge: order %s refunded at the tip of chain %s, not yet at the "
+                    "trusted depth (block %s)",
+                    order_id,
+                    source.chain_id,
+                    head,
+                    extra={"order_id": order_id, "event": "debridge_refund_awaiting_depth"},
+                )
+            return None
+        logs = await rpc.call(
+            "eth_getLogs",
+            {
+                "address": source.dln_source,
+                "topics": [CLAIMED_ORDER_CANCEL],
+                "fromBlock": hex(min(from_block, head)),
+                "toBlock": at,
+            },
+        )
+        for log_ in logs or []:
+            refund = refund_from_logs([log_], source.dln_source, order_id)
+            if refund is None:
+                continue
+            problem = refund_problem(refund, order, self._signer.address)
+            if problem is not None:
+                log.error(
+                    "debridge: order %s's refund %s proves nothing: %s",
+                    order_id,
+                    log_["transactionHash"],
+                    problem,
+                )
+                continue
+            return {
+                "refund_tx_hash": log_["transactionHash"],
+                "refund_block": int(log_["blockNumber"], 16),
+                "refunded_amount": str(refund.paid_amount),
+                "refund_beneficiary": refund.beneficiary,
+            }
         return None
 
     # ------------------------------------------------------------- the lever
@@ -550,7 +593,7 @@ class DebridgeExecutor(ContractActionExecutor):
             proof = {"kind": "debridge_fulfilled", "tx_hash": done["dest_tx_hash"]}
             return "paid", {**proof, "block": done["dest_block"]}, {**refs, **done}
         if taken == TAKE_SENT_ORDER_CANCEL:
-            refund = await self._refunded(source, order_id, pins["source_from_block"])
+            refund = await self._refunded(source, order, order_id, pins["source_from_block"])
             if refund is None:
                 return None  # cancelled on the destination; the refund is on its way
             proof = {
