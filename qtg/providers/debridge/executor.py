@@ -16,14 +16,18 @@ plus the taker's margin, and DlnSource's globalFixedNativeFee in the native coin
   and the destination chain, which decides: COMPLETED only when DlnDestination's
   takeOrders shows the order taken AND a FulfilledOrder of this id sits in a receipt
   that paid takeAmount of the take token to receiverDst. FAILED only when the order
-  was cancelled on the destination and the source chain holds the
-  ClaimedOrderCancel that refunded the give amount. Anything else is pending; an
+  was cancelled on the destination and the source chain holds, at the judge's trusted
+  depth, the ClaimedOrderCancel that refunded the give amount to qtg's signer. Both
+  searches start where the first look pinned them (MG_DEBRIDGE_LOG_SEARCH_BLOCKS behind
+  each head, kept in the refs). No order in the refs is UNKNOWN, never FAILED. Anything
+  else is pending; an
   order unfulfilled MG_DEBRIDGE_UNFULFILLED_AFTER_SECONDS after its creation is UNKNOWN
   (DEBRIDGE_UNFULFILLED): the movement goes to MANUAL_INTERVENTION (a page); a resume
   has recovery ask the chains again (a late taker completes it).
 - The cancel lever (`prove_failure`): operators resolving that node FAILED (four eyes,
   qtg.services.node_attention) do not make it so: qtg sends `sendEvmOrderCancel` on the
-  destination (write-ahead, kept bytes, like any transaction of qtg's), and the node is
+  destination (write-ahead, kept bytes as kind provider_cancel, which the nonce reaper
+  sends again and never replaces by a self-transfer), and the node is
   FAILED only when the source shows the refund; if a taker fulfilled first, it is paid.
 """
 
