@@ -56,7 +56,7 @@ BOGUS = b"qtg_" + b"x" * 43
 class Runtime:
     """bin/qtg-runtime with its JSON log read by a thread."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *roles: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MG_")}
         env.update(
             MG_DATABASE_URL=dsn,
@@ -67,7 +67,7 @@ class Runtime:
             MG_DB_POOL_MAX_SIZE="20",
         )
         self.proc = subprocess.Popen(
-            [str(BIN), "--migrate"], env=env, stderr=subprocess.PIPE, text=True, cwd=REPO
+            [str(BIN), "--migrate", *roles], env=env, stderr=subprocess.PIPE, text=True, cwd=REPO
         )
         self.url: str | None = None
         self.ready = threading.Event()
@@ -187,16 +187,22 @@ def _completed(dsn: str, ids: list[str]) -> int:
     return int(row[0]) if row else 0
 
 
-async def run(admin_dsn: str, rounds: int) -> list[dict[str, Any]]:
+async def run(admin_dsn: str, rounds: int, split: bool) -> list[dict[str, Any]]:
     name = f"qtg_bench_flood_{secrets.token_hex(4)}"
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     dsn = psycopg.conninfo.make_conninfo(admin_dsn, dbname=name)
-    runtime = Runtime(dsn)
+    # --split: the API in one process (`--api-only`, which takes the flood) and the
+    # workers in another (`--workers-only`, which drain): the deployment docs/security.md
+    # recommends where floods are expected. Otherwise one process does both (the default).
+    runtime = Runtime(dsn, "--api-only") if split else Runtime(dsn)
+    workers = Runtime(dsn, "--workers-only") if split else None
     results: list[dict[str, Any]] = []
     try:
         if not await trio.to_thread.run_sync(runtime.ready.wait, 120):
             raise SystemExit("the runtime did not get ready in 120 s")
+        if workers is not None and not await trio.to_thread.run_sync(workers.ready.wait, 120):
+            raise SystemExit("the workers' runtime did not get ready in 120 s")
         assert runtime.url is not None
         host, port = runtime.url.removeprefix("http://").rsplit(":", 1)
         async with Database(dsn, min_size=1, max_size=4) as db:
@@ -220,6 +226,8 @@ async def run(admin_dsn: str, rounds: int) -> list[dict[str, Any]]:
                 )
     finally:
         runtime.stop()
+        if workers is not None:
+            workers.stop()
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return results
@@ -230,13 +238,18 @@ def main() -> None:
     parser.add_argument("--admin-dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--split",
+        action="store_true",
+        help="the API and the workers in two processes (--api-only, --workers-only)",
+    )
+    parser.add_argument(
         "--flood", nargs=2, metavar=("HOST", "PORT"), help="only flood HOST:PORT (the child)"
     )
     args = parser.parse_args()
     if args.flood:
         trio.run(flood_only, args.flood[0], int(args.flood[1]))
         return
-    results = trio.run(run, args.admin_dsn, args.rounds)
+    results = trio.run(run, args.admin_dsn, args.rounds, args.split)
     ratios = [r["flood"] / r["idle"] for r in results]
     unanswered = sum(r["statuses"].get(-1, 0) for r in results)
     print(
