@@ -3,7 +3,8 @@
 -- request or a READY node holds it for a few statements), in the order given
 -- (the caller sorts by request id, so two dispatchers lock alike). Lock order as
 -- everywhere: request, then node. Every node comes back with what decides its
--- fate: the write-ahead goes ahead only if the request is EXECUTING, the node is
+-- fate: the write-ahead goes ahead only if the request is APPROVED (its first
+-- write-ahead makes it EXECUTING) or EXECUTING, the node is
 -- READY in the attempt it was leased in and `ours` (the lease still holds this
 -- pass's token: no later claim took it after an expiry).
 --

@@ -334,3 +334,38 @@ async def test_a_policy_charge_is_held_while_its_movement_prepares_with_no_lock(
 
 
 HOLDS = Query("tests/lease-holds", "SELECT count(*) FROM policy_holds")
+
+
+XACTS = Query(
+    "tests/lease-xacts",
+    "SELECT e.node_key, e.to_state, e.xact_id::text AS xact FROM movement_events e"
+    " WHERE e.request_id = %(rid)s AND e.to_state IN ('EXECUTING', 'SUBMITTING')",
+)
+
+
+async def test_a_claim_that_only_leased_changes_no_state_the_write_ahead_does(
+    svc: ServiceContext,
+) -> None:
+    """The lease is no state (it commits asynchronously: dispatch.commit_lease_
+    asynchronously): while the prepare hangs the request is still APPROVED and its
+    node READY; the request goes EXECUTING in the very transaction that writes its
+    node SUBMITTING, so nothing a crash could take back was ever shown."""
+    ctx, gated = await _world(svc)
+    slow = await movement(svc, "gated", key="slow")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(dispatch_ready_nodes, ctx)
+        with trio.fail_after(10):
+            await gated.entered.wait()
+        leased = await _node(svc, slow["id"])
+        assert leased["node_state"] == "READY" and leased["dispatch_lease"] is not None
+        assert (await get_movement(svc.db, slow["id"]))["request_state"] == "APPROVED"
+        gated.gate.set()
+
+    async def submitted() -> bool:
+        return states(await get_movement(svc.db, slow["id"])) == {"pay": "SUBMITTED"}
+
+    await eventually(submitted, deadline=10)
+    rows = await svc.db.fetch(XACTS, {"rid": slow["id"]})
+    by_state = {row["to_state"]: row["xact"] for row in rows}
+    assert set(by_state) == {"EXECUTING", "SUBMITTING"}, rows
+    assert by_state["EXECUTING"] == by_state["SUBMITTING"]
