@@ -730,10 +730,15 @@ async def drive_leased(ctx: ServiceContext, lease: uuid.UUID, leases: list[Lease
             key = NONCE_LANES if hasattr(executor, "lane_key") else id(executor)
         groups.setdefault(key, []).append(leased)
 
+    # One cut-off for the whole pass, half the lease after its claim: a group's nodes
+    # are prepared one after the other, and a per-node cut-off would let a slow group
+    # outlive its lease (another claim then signs the same attempt beside it).
+    cut_off_at = trio.current_time() + lease_seconds(ctx) / 2
+
     async def run_group(group: list[Leased]) -> int:
         with ctx.right_of_way.dispatching():  # the observer gives way until the commit
             for leased in group:
-                await prepare_leased(ctx, leased)
+                await prepare_leased(ctx, leased, cut_off_at)
             submissions = await _write_ahead(ctx, lease, group)
         await submit_all(ctx, submissions)
         return len(group)
@@ -741,18 +746,19 @@ async def drive_leased(ctx: ServiceContext, lease: uuid.UUID, leases: list[Lease
     await run_each_isolated(run_group, list(groups.values()), len(groups))
 
 
-async def prepare_leased(ctx: ServiceContext, leased: Leased) -> None:
+async def prepare_leased(ctx: ServiceContext, leased: Leased, cut_off_at: float) -> None:
     """Preflight, prepare and sign one leased node, with no transaction open and no
-    row held (issue 44 item 3), cut off at half the lease: past it the node waits
-    like any transient fault (nothing was signed for broadcast). Sets the
-    outcome on `leased`."""
-    cut_off = lease_seconds(ctx) / 2
-    with trio.move_on_after(cut_off) as scope:
+    row held (issue 44 item 3), cut off at `cut_off_at` (trio's clock; half the
+    lease after the claim): past it the node waits like any transient fault
+    (nothing was signed for broadcast). Sets the outcome on `leased`."""
+    with trio.move_on_at(cut_off_at) as scope:
         await _prepare_and_sign(ctx, leased)
     if scope.cancelled_caught:
         leased.prepared = leased.signature = leased.failure = None
         leased.wait = RetryLater(
-            f"prepare and sign took longer than {cut_off:g} s", code="PREPARE_TIMEOUT"
+            f"prepare and sign did not finish within {lease_seconds(ctx) / 2:g} s of the "
+            "claim (half the dispatch lease)",
+            code="PREPARE_TIMEOUT",
         )
 
 

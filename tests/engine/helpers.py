@@ -22,6 +22,7 @@ from qtg.services.dispatch import (
     _write_ahead,
     defer_lease,
     dispatch_ready_nodes,
+    lease_seconds,
     prepare_leased,
 )
 from qtg.services.movements import approve_movement, create_movement, get_movement
@@ -181,8 +182,9 @@ async def write_ahead_one(svc: ServiceContext) -> Submission | None:
         assert claimed is not None
         await _lease(svc, tx, lease, *claimed, leases)
         defer_lease(svc, tx, lease, leases)
+    cut_off_at = trio.current_time() + lease_seconds(svc) / 2
     for leased in leases:
-        await prepare_leased(svc, leased)
+        await prepare_leased(svc, leased, cut_off_at)
     [*submissions] = await _write_ahead(svc, lease, leases)
     return submissions[0] if submissions else None
 

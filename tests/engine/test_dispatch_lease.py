@@ -369,3 +369,48 @@ async def test_a_claim_that_only_leased_changes_no_state_the_write_ahead_does(
     by_state = {row["to_state"]: row["xact"] for row in rows}
     assert set(by_state) == {"EXECUTING", "SUBMITTING"}, rows
     assert by_state["EXECUTING"] == by_state["SUBMITTING"]
+
+
+class TimedPrepare(WrappedExecutor):
+    """A prepare that answers after `PREPARE_SECONDS` (a slow provider, not a wait
+    standing in for a condition: the latency is what is under test)."""
+
+    key = "timed_prepare"
+    prepares = 0
+
+    async def prepare(self, ctx: ExecutionContext) -> Any:
+        self.prepares += 1
+        await trio.sleep(PREPARE_SECONDS)
+        return await self._inner.prepare(ctx)
+
+
+PREPARE_SECONDS = 0.15
+
+
+async def test_a_groups_cut_off_is_one_deadline_for_all_its_nodes(svc: ServiceContext) -> None:
+    """Two nodes of one executor are prepared one after the other in one group; the
+    cut-off (half of a 0.4 s lease) is counted from the claim, not per node: the
+    second, done 0.3 s after the claim, would outlive what is left of the lease."""
+    settings = svc.settings.replace(node_observe_lease_seconds=0.4)
+    registry = build_registry(settings, svc.db)
+    timed = TimedPrepare(registry.executor_for("cex_withdrawal"))
+    registry.add_executor(timed)
+    pay = node("pay", "cex_withdrawal")
+    pay["executor_key"] = "timed_prepare"
+    await template(svc, "timed", [pay], [])
+    ctx = ServiceContext(svc.db, settings, registry)
+    try:
+        first = await movement(svc, "timed", key="first")
+        second = await movement(svc, "timed", key="second")
+        with trio.fail_after(10):
+            assert await dispatch_ready_nodes(ctx) == 2
+        assert timed.prepares == 2
+        states_by_key = {
+            key: (await _node(svc, m["id"]))["node_state"]
+            for key, m in (("first", first), ("second", second))
+        }
+        assert states_by_key == {"first": "SUBMITTED", "second": "READY"}, states_by_key
+        assert (await _node(svc, second["id"]))["error_code"] == "PREPARE_TIMEOUT"
+        assert len(await svc.db.fetch(SUBMITS)) == 1
+    finally:
+        await ctx.providers.aclose()
