@@ -41,7 +41,7 @@ from qtg.db.queries import Query, declared_queries, load_query
 from qtg.services.statistics import refresh_statistics
 
 #: Not preparable (utility statements), so never a cached plan.
-UTILITY = {"embedded/create_database", "migrate/ensure_table"}
+UTILITY = {"dispatch/lease_commit", "embedded/create_database", "migrate/ensure_table"}
 
 #: Statements that read a grown table whole by design: no index serves them
 #: with any statistics (issue 44 lists them; they are not cached-plan hazards).
